@@ -1,0 +1,95 @@
+import { z } from 'zod';
+import { formatSeconds } from '../../../shared/time.ts';
+import { InvalidRequest } from '../errors.ts';
+import { userOf } from '../http/context.ts';
+import type { RouteDef } from '../http/route-table.ts';
+import { parseInput } from '../http/validate.ts';
+import type { Services } from '../services.ts';
+import { SESSION_COOKIE, readCookie } from './authenticator.ts';
+import { clearedSessionCookie, sessionCookie } from './cookie.ts';
+import type { NewSession } from './auth.service.ts';
+
+const RequestCode = z.object({
+  email: z.preprocess((v) => (typeof v === 'string' ? v.trim() : v), z.email().max(254)),
+});
+const VerifyCode = z.object({ email: z.string().max(254), code: z.string().min(1).max(32) });
+
+function sessionBody(created: NewSession) {
+  return {
+    session_id: created.session.id,
+    expires_at: formatSeconds(created.session.expires_at),
+    user_id: created.session.user_id,
+  };
+}
+
+/** Human login by magic link (interface spec, "Authentication endpoints"). */
+export function authRoutes(s: Services): RouteDef[] {
+  const { authService, config } = s;
+  return [
+    {
+      method: 'post',
+      path: '/v1/auth/request',
+      auth: 'none',
+      summary: 'E-mail a sign-in code and link (200 whether or not the e-mail is known)',
+      handler: async (req) => {
+        const body = parseInput(RequestCode, req.body, 'body');
+        await authService.requestCode(body.email, req.ip ?? 'unknown');
+        return { status: 200, body: {} };
+      },
+    },
+    {
+      method: 'post',
+      path: '/v1/auth/verify',
+      auth: 'none',
+      summary: 'Exchange the code for a session (sets the os_session cookie)',
+      handler: async (req) => {
+        const body = parseInput(VerifyCode, req.body, 'body');
+        const created = await authService.verifyCode(body.email, body.code);
+        return {
+          status: 200,
+          body: sessionBody(created),
+          headers: { 'Set-Cookie': sessionCookie(config, created.secret), 'Cache-Control': 'no-store' },
+        };
+      },
+    },
+    {
+      method: 'get',
+      path: '/app/auth/callback',
+      auth: 'none',
+      summary: 'The e-mailed link: sets the cookie and redirects to the dashboard',
+      handler: async (req, res) => {
+        const t = req.query.t;
+        if (typeof t !== 'string' || t.length === 0) {
+          throw new InvalidRequest('invalid_request', 'the link is incomplete', [
+            { path: 't', message: 'required' },
+          ]);
+        }
+        const created = await authService.verifyLink(t);
+        res.set({ 'Set-Cookie': sessionCookie(config, created.secret), 'Cache-Control': 'no-store' });
+        res.redirect(303, '/app/');
+        return undefined;
+      },
+    },
+    {
+      method: 'post',
+      path: '/v1/auth/logout',
+      auth: 'none',
+      summary: 'End this session and clear the cookie (204)',
+      handler: async (req) => {
+        const secret = readCookie(req.headers.cookie, SESSION_COOKIE);
+        if (secret) await authService.logout(secret);
+        return { status: 204, headers: { 'Set-Cookie': clearedSessionCookie(config) } };
+      },
+    },
+    {
+      method: 'post',
+      path: '/v1/auth/logout-all',
+      auth: 'session',
+      summary: 'Sign out everywhere: end every session of this user (204)',
+      handler: async (req) => {
+        await authService.logoutEverywhere(userOf(req.ctx));
+        return { status: 204, headers: { 'Set-Cookie': clearedSessionCookie(config) } };
+      },
+    },
+  ];
+}

@@ -1,0 +1,213 @@
+import { randomInt } from 'node:crypto';
+import { newId, newSecret } from '../../../shared/ids.ts';
+import type { AccountsRepository } from '../accounts/accounts.repository.ts';
+import type { AuditRepository } from '../audit/audit.repository.ts';
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import { RateLimited, Unauthenticated } from '../errors.ts';
+import type { JobQueue } from '../jobs/job-queue.ts';
+import type { RateLimiter } from '../limits/rate-limiter.ts';
+import type { Db } from '../storage/database.ts';
+import type { AuthRepository, LoginCodeRow, SessionRow } from './auth.repository.ts';
+import { hashSecret } from './secrets.ts';
+
+/** Without look-alikes (no 0/O, 1/I/L): decisions, "Human login". */
+export const CODE_ALPHABET = 'ABCDEFGHJKMNPQRSTUVWXYZ23456789';
+export const CODE_TTL_MICROS = 10 * 60 * 1_000_000;
+export const SESSION_TTL_MICROS = 30 * 24 * 3600 * 1_000_000;
+export const MAX_CODE_ATTEMPTS = 5;
+const CODES_PER_EMAIL = { limit: 5, windowSeconds: 600 };
+const REQUESTS_PER_IP = { limit: 100, windowSeconds: 600 };
+/** Rolling expiry is written at most this often per session (every request still extends it logically). */
+const SESSION_TOUCH_MICROS = 60 * 1_000_000;
+
+export interface NewSession {
+  session: SessionRow;
+  /** The cookie value: shown once, stored only as a hash. */
+  secret: string;
+}
+
+export function normaliseEmail(email: string): string {
+  return email.trim().toLowerCase();
+}
+
+/** `abc-def`, `ABCDEF`, ` abc def ` → `ABCDEF` */
+export function normaliseCode(code: string): string {
+  return code.replace(/[\s-]/g, '').toUpperCase();
+}
+
+export function formatCode(code: string): string {
+  return `${code.slice(0, 3)}-${code.slice(3)}`;
+}
+
+function codeHash(codeId: string, code: string): string {
+  return hashSecret(`${codeId}:${code}`);
+}
+
+/**
+ * Magic-link login: codes, the e-mailed link, sessions, sign-out (interface spec, "Human (dashboard)
+ * login", and the state tables for codes and sessions).
+ */
+export class AuthService {
+  constructor(
+    private readonly deps: {
+      db: Db;
+      clock: Clock;
+      config: Config;
+      auth: AuthRepository;
+      accounts: AccountsRepository;
+      audit: AuditRepository;
+      jobs: JobQueue;
+      rateLimiter: RateLimiter;
+    },
+  ) {}
+
+  /**
+   * Issues a code and mails it. Answers the same whether or not the e-mail is known; only the
+   * per-IP limit is visible (429), the per-e-mail limit silently sends nothing.
+   */
+  async requestCode(rawEmail: string, ip: string): Promise<void> {
+    const { db, clock, config, auth, accounts, jobs, rateLimiter } = this.deps;
+    const perIp = await rateLimiter.hit(
+      `auth-ip:${ip}`,
+      REQUESTS_PER_IP.limit,
+      REQUESTS_PER_IP.windowSeconds,
+    );
+    if (!perIp.allowed && config.rateLimitMode === 'enforce') {
+      throw new RateLimited(perIp.retryAfterSeconds, 'too many sign-in requests from this address');
+    }
+    const email = normaliseEmail(rawEmail);
+    const perEmail = await rateLimiter.hit(
+      `auth-email:${hashSecret(email)}`,
+      CODES_PER_EMAIL.limit,
+      CODES_PER_EMAIL.windowSeconds,
+    );
+    if (!perEmail.allowed) return;
+    const user = await accounts.findUserByEmail(db, email);
+    if (!user && config.signup === 'closed') return;
+
+    const now = clock.nowMicros();
+    const code = Array.from({ length: 6 }, () => CODE_ALPHABET[randomInt(CODE_ALPHABET.length)]).join('');
+    const linkToken = newSecret('');
+    const id = newId('lc');
+    const row: LoginCodeRow = {
+      id,
+      email,
+      code_hash: codeHash(id, code),
+      link_hash: hashSecret(linkToken),
+      state: 'issued',
+      attempts: 0,
+      created_at: now,
+      expires_at: now + CODE_TTL_MICROS,
+    };
+    const link = `${config.baseUrl}/app/auth/callback?t=${linkToken}`;
+    await db.transaction().execute(async (trx) => {
+      await auth.invalidateIssuedCodes(trx, email);
+      await auth.insertCode(trx, row);
+      await jobs.enqueue(trx, 'mail', {
+        to: email,
+        subject: `Your sign-in code: ${formatCode(code)}`,
+        text: [
+          `Your sign-in code is ${formatCode(code)}`,
+          '',
+          'Enter it on the sign-in page, or open this link in the same browser:',
+          link,
+          '',
+          'The code and the link work once, for 10 minutes. If you did not ask to sign in, ignore this mail.',
+        ].join('\n'),
+      });
+    });
+    jobs.kick();
+  }
+
+  /** Verifies `{email, code}`; wrong, expired, used or invalidated all give one 401 `code_invalid`. */
+  async verifyCode(rawEmail: string, rawCode: string): Promise<NewSession> {
+    const { db, clock, auth } = this.deps;
+    const email = normaliseEmail(rawEmail);
+    const code = normaliseCode(rawCode);
+    const now = clock.nowMicros();
+    const row = await auth.latestIssuedCode(db, email);
+    if (!row || row.expires_at <= now) throw codeInvalid();
+    if (codeHash(row.id, code) !== row.code_hash) {
+      await auth.recordFailedAttempt(db, row.id, MAX_CODE_ATTEMPTS);
+      throw codeInvalid();
+    }
+    return this.consume(row);
+  }
+
+  /** The e-mailed link: same lifetime and single use as the code. */
+  async verifyLink(linkToken: string): Promise<NewSession> {
+    const { db, clock, auth } = this.deps;
+    const row = await auth.findIssuedCodeByLink(db, hashSecret(linkToken));
+    if (!row || row.expires_at <= clock.nowMicros()) throw codeInvalid();
+    return this.consume(row);
+  }
+
+  private async consume(code: LoginCodeRow): Promise<NewSession> {
+    const { db, clock, config, auth, accounts } = this.deps;
+    return db.transaction().execute(async (trx) => {
+      if (!(await auth.consumeCode(trx, code.id))) throw codeInvalid();
+      const now = clock.nowMicros();
+      let user = await accounts.findUserByEmail(trx, code.email);
+      if (!user) {
+        if (config.signup === 'closed') throw codeInvalid();
+        const accountId = newId('acc');
+        user = { id: newId('usr'), account_id: accountId, email: code.email, created_at: now };
+        await accounts.createAccountWithUser(trx, { id: accountId, name: code.email, created_at: now }, user);
+      }
+      const secret = newSecret('oss_');
+      const session: SessionRow = {
+        id: newId('ses'),
+        user_id: user.id,
+        account_id: user.account_id,
+        secret_hash: hashSecret(secret),
+        created_at: now,
+        last_seen_at: now,
+        expires_at: now + SESSION_TTL_MICROS,
+        revoked_at: null,
+      };
+      await auth.insertSession(trx, session);
+      return { session, secret };
+    });
+  }
+
+  /** The live session for a cookie value, with its expiry rolled forward; null when none. */
+  async resolveSession(secret: string): Promise<SessionRow | null> {
+    const { db, clock, auth } = this.deps;
+    const now = clock.nowMicros();
+    const session = await auth.findLiveSession(db, hashSecret(secret), now);
+    if (!session) return null;
+    const expiresAt = now + SESSION_TTL_MICROS;
+    if (now - session.last_seen_at >= SESSION_TOUCH_MICROS)
+      await auth.touchSession(db, session.id, now, expiresAt);
+    return { ...session, last_seen_at: now, expires_at: expiresAt };
+  }
+
+  async logout(secret: string): Promise<void> {
+    const { db, clock, auth } = this.deps;
+    const session = await auth.findLiveSession(db, hashSecret(secret), clock.nowMicros());
+    if (session) await auth.revokeSession(db, session.id, clock.nowMicros());
+  }
+
+  /** "Sign out everywhere": every session of the user, audit-logged. */
+  async logoutEverywhere(session: { accountId: string; userId: string }): Promise<number> {
+    const { db, clock, auth, audit } = this.deps;
+    return db.transaction().execute(async (trx) => {
+      const now = clock.nowMicros();
+      const revoked = await auth.revokeUserSessions(trx, session.userId, now);
+      await audit.record(trx, {
+        accountId: session.accountId,
+        kind: 'sessions.revoked',
+        by: session.userId,
+        target: session.userId,
+        details: { sessions: revoked },
+        ts: now,
+      });
+      return revoked;
+    });
+  }
+}
+
+function codeInvalid(): Unauthenticated {
+  return new Unauthenticated('code_invalid', 'the code is wrong, expired or already used; request a new one');
+}

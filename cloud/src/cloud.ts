@@ -1,0 +1,98 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createApp } from './app.ts';
+import { SystemClock, type Clock } from './clock.ts';
+import type { Config } from './config.ts';
+import type { RouteDef } from './http/route-table.ts';
+import { createLogger, type Logger } from './logger.ts';
+import { buildServices, type Services } from './services.ts';
+import { openDatabase, type OpenOptions } from './storage/database.ts';
+
+export interface CloudOptions {
+  config: Config;
+  clock?: Clock;
+  log?: Logger;
+  /** PostgreSQL schema (tests isolate themselves in one). */
+  database?: OpenOptions;
+  jobPollMs?: number;
+}
+
+const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
+
+/**
+ * The cloud process: database (migrated at start), services, HTTP server and background work.
+ * `stop()` finishes in-flight requests and jobs, then closes everything; it is safe to call twice.
+ */
+export class Cloud {
+  private server: http.Server | null = null;
+  private maintenance: NodeJS.Timeout | null = null;
+  private stopping: Promise<void> | null = null;
+  services!: Services;
+  routes!: RouteDef[];
+
+  constructor(private readonly options: CloudOptions) {}
+
+  get config(): Config {
+    return this.options.config;
+  }
+
+  async start(): Promise<void> {
+    const { config } = this.options;
+    const log = this.options.log ?? createLogger(config.logLevel);
+    const clock = this.options.clock ?? new SystemClock();
+    const database = await openDatabase(config.databaseUrl, this.options.database);
+    this.services = buildServices({ config, clock, log, database, jobPollMs: this.options.jobPollMs });
+    const { app, routes } = createApp(this.services);
+    this.routes = routes;
+    this.server = http.createServer({ keepAliveTimeout: 65_000 }, app);
+    await new Promise<void>((resolve, reject) => {
+      this.server!.once('error', reject);
+      this.server!.listen(config.port, config.host, () => resolve());
+    });
+    this.services.jobs.start();
+    this.maintenance = setInterval(() => void this.runMaintenance(), MAINTENANCE_INTERVAL_MS);
+    this.maintenance.unref();
+    log.info({ url: this.url, database: database.dialect }, 'cloud started');
+  }
+
+  /** Housekeeping that keeps the shared tables small (expired keys and rate-limit windows). */
+  async runMaintenance(): Promise<void> {
+    try {
+      await this.services.rateLimiter.prune();
+      await this.services.idempotency.prune();
+    } catch (err) {
+      this.services.log.error({ err }, 'maintenance failed');
+    }
+  }
+
+  get port(): number {
+    return (this.server?.address() as AddressInfo).port;
+  }
+
+  /** `http://127.0.0.1:<port>` of the listening server. */
+  get url(): string {
+    const address = this.server?.address() as AddressInfo;
+    const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+    return `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${address.port}`;
+  }
+
+  stop(): Promise<void> {
+    this.stopping ??= this.shutdown();
+    return this.stopping;
+  }
+
+  private async shutdown(): Promise<void> {
+    if (this.maintenance) clearInterval(this.maintenance);
+    const server = this.server;
+    if (server) {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      await closed;
+    }
+    if (this.services) {
+      await this.services.jobs.stop();
+      this.services.mailer.close();
+      await this.services.database.close();
+    }
+  }
+}

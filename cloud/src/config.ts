@@ -1,0 +1,112 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+/**
+ * The cloud's configuration, read once from the environment at start (ARCHITECTURE.md, "How it
+ * starts"), validated, frozen and injected. Nothing else reads `process.env`.
+ */
+
+const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+const port = z.coerce.number().int().min(0).max(65535);
+const positiveInt = z.coerce.number().int().positive();
+const url = z.url({ protocol: /^https?$/ });
+
+const EnvSchema = z.object({
+  PORT: port.default(8080),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  MQTT_PORT: port.default(8883),
+  DATA_DIR: z.string().min(1).default('./data'),
+  DATABASE_URL: z
+    .string()
+    .regex(/^(postgres(ql)?:\/\/|sqlite:)/, 'must be postgres://... or sqlite:<file>')
+    .optional(),
+  BASE_URL: url.optional(),
+  PUBLIC_BASE_URL: url.optional(),
+  DASHBOARD_DOMAIN: z
+    .string()
+    .regex(/^[a-z0-9.-]+$/i, 'must be a bare domain name such as app.example.com')
+    .optional(),
+  SMTP_URL: z
+    .string()
+    .regex(/^smtps?:\/\//, 'must be smtp://... or smtps://...')
+    .optional(),
+  MAIL_FROM: z.string().min(3).default('Sensor Monitoring <no-reply@localhost>'),
+  SIGNUP: z.enum(['open', 'closed']).default('open'),
+  RETENTION_DAYS: positiveInt.default(730),
+  RATE_LIMIT_MODE: z.enum(['enforce', 'warn']).default('enforce'),
+  RATE_LIMIT_MGMT_PER_MIN: positiveInt.default(600),
+  RATE_LIMIT_INGEST_PER_MIN: positiveInt.default(60),
+  RATE_LIMIT_READ_PER_MIN: positiveInt.default(120),
+  RATE_LIMIT_REPORT_PER_MIN: positiveInt.default(4),
+  WEBHOOK_ALLOW_PRIVATE: bool.default(false),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export type Env = z.input<typeof EnvSchema>;
+
+export interface RateLimits {
+  readonly mgmtPerMin: number;
+  readonly ingestPerMin: number;
+  readonly readPerMin: number;
+  readonly reportPerMin: number;
+}
+
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  readonly mqttPort: number;
+  readonly dataDir: string;
+  /** `postgres://...` or `sqlite:<absolute file>` */
+  readonly databaseUrl: string;
+  readonly baseUrl: string;
+  readonly publicBaseUrl: string;
+  readonly dashboardDomain: string | null;
+  readonly smtpUrl: string | null;
+  readonly mailFrom: string;
+  readonly signup: 'open' | 'closed';
+  readonly retentionDays: number;
+  readonly rateLimitMode: 'enforce' | 'warn';
+  readonly rateLimits: RateLimits;
+  readonly webhookAllowPrivate: boolean;
+  readonly logLevel: string;
+}
+
+export class ConfigError extends Error {}
+
+/** Parses the environment; a bad value throws a ConfigError whose message is one line naming the variable. */
+export function loadConfig(env: Record<string, string | undefined>): Config {
+  // Empty strings mean "unset", as in a shell `FOO= npm start`.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = EnvSchema.safeParse(present);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const name = String(issue.path[0] ?? 'environment');
+    throw new ConfigError(`invalid ${name}=${JSON.stringify(present[name] ?? '')}: ${issue.message}`);
+  }
+  const e = parsed.data;
+  const dataDir = path.resolve(e.DATA_DIR);
+  const baseUrl = (e.BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, '');
+  return Object.freeze({
+    port: e.PORT,
+    host: e.HOST,
+    mqttPort: e.MQTT_PORT,
+    dataDir,
+    databaseUrl: e.DATABASE_URL ?? `sqlite:${path.join(dataDir, 'cloud.db')}`,
+    baseUrl,
+    publicBaseUrl: (e.PUBLIC_BASE_URL ?? baseUrl).replace(/\/+$/, ''),
+    dashboardDomain: e.DASHBOARD_DOMAIN ?? null,
+    smtpUrl: e.SMTP_URL ?? null,
+    mailFrom: e.MAIL_FROM,
+    signup: e.SIGNUP,
+    retentionDays: e.RETENTION_DAYS,
+    rateLimitMode: e.RATE_LIMIT_MODE,
+    rateLimits: Object.freeze({
+      mgmtPerMin: e.RATE_LIMIT_MGMT_PER_MIN,
+      ingestPerMin: e.RATE_LIMIT_INGEST_PER_MIN,
+      readPerMin: e.RATE_LIMIT_READ_PER_MIN,
+      reportPerMin: e.RATE_LIMIT_REPORT_PER_MIN,
+    }),
+    webhookAllowPrivate: e.WEBHOOK_ALLOW_PRIVATE,
+    logLevel: e.LOG_LEVEL,
+  });
+}

@@ -1,0 +1,178 @@
+import { newId, newSecret } from '../../../shared/ids.ts';
+import type { AuditRepository } from '../audit/audit.repository.ts';
+import { DEVICE_TOKEN_PREFIX } from '../auth/authenticator.ts';
+import { hashSecret } from '../auth/secrets.ts';
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import { Conflict, notFound, Unprocessable } from '../errors.ts';
+import type { UserPrincipal } from '../http/context.ts';
+import type { SitesRepository } from '../sites/sites.repository.ts';
+import { isUniqueViolation, type Db } from '../storage/database.ts';
+import type { DeviceRow, DevicesRepository } from './devices.repository.ts';
+import { findModel, modelOf } from './models.ts';
+
+export interface IssuedToken {
+  device: DeviceRow;
+  /** Plaintext `ds_live_…`, returned once. */
+  token: string;
+  ingestUrl: string;
+}
+
+function localIdTaken(): Conflict {
+  return new Conflict('local_id_taken', 'another device on this site already has that local_id');
+}
+
+/** Devices and their ingest tokens (interface spec, "Devices"; decisions, "Devices"). */
+export class DevicesService {
+  constructor(
+    private readonly deps: {
+      db: Db;
+      clock: Clock;
+      config: Config;
+      devices: DevicesRepository;
+      sites: SitesRepository;
+      audit: AuditRepository;
+    },
+  ) {}
+
+  /**
+   * For Shelly GET models the complete URL to paste into the device, token included (which is why
+   * rotation changes it); otherwise the ingest endpoint.
+   */
+  ingestUrl(device: Pick<DeviceRow, 'model' | 'local_id'>, token: string): string {
+    const base = this.deps.config.baseUrl;
+    if (modelOf(device.model).ingest_url_kind !== 'shelly_get') return `${base}/v1/ingest`;
+    const q = `token=${encodeURIComponent(token)}&device=${encodeURIComponent(device.local_id)}`;
+    return `${base}/v1/ingest/shelly?${q}&temp=$temperature&hum=$humidity&battery=$bat&signal=$rssi`;
+  }
+
+  async create(
+    by: UserPrincipal,
+    input: { site_id: string; local_id: string; name: string; model: string; notes?: string | undefined },
+  ): Promise<IssuedToken> {
+    const { db, clock, devices, sites, audit } = this.deps;
+    const token = newSecret(DEVICE_TOKEN_PREFIX);
+    const now = clock.nowMicros();
+    const row: DeviceRow = {
+      id: newId('dev'),
+      account_id: by.accountId,
+      site_id: input.site_id,
+      local_id: input.local_id,
+      name: input.name,
+      notes: input.notes ?? '',
+      model: input.model,
+      fw_version: null,
+      token_hash: hashSecret(token),
+      token_issued_at: now,
+      last_seen_at: null,
+      online: 0,
+      created_at: now,
+      deleted_at: null,
+    };
+    try {
+      await db.transaction().execute(async (trx) => {
+        if (!(await sites.find(trx, by.accountId, input.site_id))) throw notFound('site');
+        if (!findModel(input.model)) {
+          throw new Unprocessable(
+            'unknown_model',
+            `model ${JSON.stringify(input.model)} is not supported; see GET /v1/models`,
+          );
+        }
+        if (await devices.findByLocalId(trx, input.site_id, input.local_id)) throw localIdTaken();
+        await devices.insert(trx, row);
+        await audit.record(trx, {
+          accountId: by.accountId,
+          kind: 'device.created',
+          by: by.userId,
+          target: row.id,
+          details: { site_id: row.site_id, local_id: row.local_id, model: row.model },
+          ts: now,
+        });
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw localIdTaken();
+      throw err;
+    }
+    return { device: row, token, ingestUrl: this.ingestUrl(row, token) };
+  }
+
+  async get(accountId: string, id: string): Promise<DeviceRow> {
+    const device = await this.deps.devices.find(this.deps.db, accountId, id);
+    if (!device) throw notFound('device');
+    return device;
+  }
+
+  async update(
+    by: UserPrincipal,
+    id: string,
+    patch: { name?: string | undefined; local_id?: string | undefined; notes?: string | undefined },
+  ): Promise<DeviceRow> {
+    const { db, clock, devices, audit } = this.deps;
+    try {
+      return await db.transaction().execute(async (trx) => {
+        const device = await devices.find(trx, by.accountId, id);
+        if (!device) throw notFound('device');
+        const changes = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined));
+        if (patch.local_id !== undefined && patch.local_id !== device.local_id) {
+          if (await devices.findByLocalId(trx, device.site_id, patch.local_id)) throw localIdTaken();
+        }
+        await devices.update(trx, id, changes);
+        await audit.record(trx, {
+          accountId: by.accountId,
+          kind: 'device.updated',
+          by: by.userId,
+          target: id,
+          details: {
+            before: Object.fromEntries(Object.keys(changes).map((k) => [k, device[k as keyof DeviceRow]])),
+            after: changes,
+          },
+          ts: clock.nowMicros(),
+        });
+        return { ...device, ...changes };
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw localIdTaken();
+      throw err;
+    }
+  }
+
+  /** Deletes the device and revokes its token; its measurements stay until retention. */
+  async delete(by: UserPrincipal, id: string): Promise<void> {
+    const { db, clock, devices, audit } = this.deps;
+    await db.transaction().execute(async (trx) => {
+      const device = await devices.find(trx, by.accountId, id);
+      if (!device) throw notFound('device');
+      const now = clock.nowMicros();
+      await devices.softDelete(trx, id, now);
+      await audit.record(trx, {
+        accountId: by.accountId,
+        kind: 'device.deleted',
+        by: by.userId,
+        target: id,
+        details: { site_id: device.site_id, local_id: device.local_id },
+        ts: now,
+      });
+    });
+  }
+
+  /** A new token, once; the old one is refused from the next request on. */
+  async rotateToken(by: UserPrincipal, id: string): Promise<IssuedToken> {
+    const { db, clock, devices, audit } = this.deps;
+    const token = newSecret(DEVICE_TOKEN_PREFIX);
+    const now = clock.nowMicros();
+    const device = await db.transaction().execute(async (trx) => {
+      const found = await devices.find(trx, by.accountId, id);
+      if (!found) throw notFound('device');
+      await devices.update(trx, id, { token_hash: hashSecret(token), token_issued_at: now });
+      await audit.record(trx, {
+        accountId: by.accountId,
+        kind: 'device.token_rotated',
+        by: by.userId,
+        target: id,
+        ts: now,
+      });
+      return { ...found, token_issued_at: now };
+    });
+    return { device, token, ingestUrl: this.ingestUrl(device, token) };
+  }
+}

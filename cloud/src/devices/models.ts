@@ -1,0 +1,47 @@
+/**
+ * The supported device models (decisions, "Devices"). `identify` says whether `cmd/identify` (or an
+ * equivalent downlink) makes the device blink.
+ */
+export type IngestUrlKind = 'https_post' | 'shelly_get' | 'mqtt' | 'lorawan';
+
+export interface DeviceModel {
+  model: string;
+  vendor: string;
+  ingest_url_kind: IngestUrlKind;
+  identify: boolean;
+  /** Third-generation Shelly devices report battery in volts (decisions, "Ingest details"). */
+  batteryInVolts?: boolean;
+}
+
+export const DEVICE_MODELS: readonly DeviceModel[] = [
+  { model: 'shelly-ht-gen1', vendor: 'Shelly', ingest_url_kind: 'shelly_get', identify: false },
+  { model: 'shelly-plus-ht', vendor: 'Shelly', ingest_url_kind: 'mqtt', identify: true },
+  {
+    model: 'shelly-ht-gen3',
+    vendor: 'Shelly',
+    ingest_url_kind: 'shelly_get',
+    identify: false,
+    batteryInVolts: true,
+  },
+  { model: 'shelly-plus-1pm', vendor: 'Shelly', ingest_url_kind: 'mqtt', identify: true },
+  { model: 'lorawan-generic', vendor: 'LoRaWAN', ingest_url_kind: 'lorawan', identify: false },
+  { model: 'dragino-lht65', vendor: 'Dragino', ingest_url_kind: 'lorawan', identify: false },
+  { model: 'elsys-ers', vendor: 'Elsys', ingest_url_kind: 'lorawan', identify: false },
+  { model: 'cayenne-lpp', vendor: 'myDevices', ingest_url_kind: 'lorawan', identify: false },
+  { model: 'serial-generic', vendor: 'Generic', ingest_url_kind: 'mqtt', identify: false },
+  { model: 'http-generic', vendor: 'Generic', ingest_url_kind: 'https_post', identify: false },
+  { model: 'mqtt-generic', vendor: 'Generic', ingest_url_kind: 'mqtt', identify: true },
+  { model: 'gateway-pi', vendor: 'Raspberry Pi', ingest_url_kind: 'mqtt', identify: true },
+];
+
+const BY_NAME = new Map(DEVICE_MODELS.map((m) => [m.model, m]));
+
+export function findModel(model: string): DeviceModel | undefined {
+  return BY_NAME.get(model);
+}
+
+export function modelOf(model: string): DeviceModel {
+  const found = BY_NAME.get(model);
+  if (!found) throw new Error(`unknown model ${model}`);
+  return found;
+}

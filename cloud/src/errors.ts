@@ -1,0 +1,85 @@
+/**
+ * The closed set of errors the service answers with (interface spec, "Errors"). Services throw these;
+ * the HTTP edge turns them into `{error: {code, message, request_id}}` in one place
+ * (`http/error-handler.ts`), and the MQTT edge into PUBACK reason codes.
+ */
+export interface ErrorDetail {
+  path: string;
+  message: string;
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details?: ErrorDetail[],
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+/** 400: the request cannot be read or does not have the required shape. */
+export class InvalidRequest extends ApiError {
+  constructor(code: string, message: string, details?: ErrorDetail[]) {
+    super(400, code, message, details);
+  }
+}
+
+/** 401: missing (`auth_required`) or wrong (`token_invalid`, `code_invalid`) credentials. */
+export class Unauthenticated extends ApiError {
+  constructor(code: 'auth_required' | 'token_invalid' | 'code_invalid', message: string) {
+    super(401, code, message);
+  }
+}
+
+/** 403: credentials are right but do not reach this (`forbidden`, `device_not_in_token`). */
+export class Forbidden extends ApiError {
+  constructor(code: 'forbidden' | 'device_not_in_token', message: string) {
+    super(403, code, message);
+  }
+}
+
+/** 404: absent for this account; a foreign resource is never 403 (no existence oracle). */
+export class NotFound extends ApiError {
+  constructor(code: string, message: string) {
+    super(404, code, message);
+  }
+}
+
+export class Conflict extends ApiError {
+  constructor(code: string, message: string) {
+    super(409, code, message);
+  }
+}
+
+/** 422: parsed, but semantically invalid. */
+export class Unprocessable extends ApiError {
+  constructor(code: string, message: string, details?: ErrorDetail[]) {
+    super(422, code, message, details);
+  }
+}
+
+export class RateLimited extends ApiError {
+  constructor(retryAfterSeconds: number, message = 'rate limit exceeded') {
+    super(429, 'rate_limited', message, undefined, { 'Retry-After': String(retryAfterSeconds) });
+  }
+}
+
+export class PayloadTooLarge extends ApiError {
+  constructor(limitBytes: number) {
+    super(413, 'payload_too_large', `request body is larger than ${limitBytes} bytes`);
+  }
+}
+
+export class DatabaseUnavailable extends ApiError {
+  constructor() {
+    super(503, 'db_unavailable', 'the database is unavailable; retry with backoff');
+  }
+}
+
+export function notFound(resource: string): NotFound {
+  return new NotFound(`${resource}_not_found`, `${resource.replace(/_/g, ' ')} not found`);
+}

@@ -1,0 +1,227 @@
+import type { Express, Request, Response } from 'express';
+import { readCookie, SESSION_COOKIE, type Authenticator } from '../auth/authenticator.ts';
+import { sessionCookie } from '../auth/cookie.ts';
+import type { Config } from '../config.ts';
+import { Conflict, Forbidden, InvalidRequest, RateLimited, Unauthenticated } from '../errors.ts';
+import { fingerprint, MAX_IDEMPOTENCY_KEY_LENGTH, type IdempotencyStore } from '../limits/idempotency.ts';
+import type { RateLimiter } from '../limits/rate-limiter.ts';
+import type { Principal, Scope } from './context.ts';
+import { errorBody, toApiError } from './error-handler.ts';
+
+/**
+ * Every endpoint is declared as data: method, path, who may call it and what it does. The pipeline
+ * below runs the same steps for each, in the order the decisions file fixes (401, 403, rate limit,
+ * then the handler's 404/400/409/422), and tests enumerate the table so no route escapes them.
+ */
+export type AuthMode =
+  /** no credentials (auth request/verify, public API) */
+  | 'none'
+  /** `Authorization: Bearer ua_live_…` */
+  | 'user'
+  /** a user token or the `os_session` cookie (only `POST /v1/tokens`) */
+  | 'user-or-session'
+  /** the `os_session` cookie only */
+  | 'session'
+  /** `Authorization: Bearer ds_live_…` (or `?token=` where `queryToken` is set) */
+  | 'device';
+
+export type RateFamily = 'mgmt' | 'read' | 'report' | 'ingest';
+
+export interface Reply {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+export interface RouteDef {
+  method: 'get' | 'post' | 'patch' | 'put' | 'delete';
+  path: string;
+  auth: AuthMode;
+  /** For user auth: the scope needed. Default: `read` for GET, `write` otherwise. */
+  scope?: Scope;
+  /** Rate-limit family. Default: `mgmt` for user routes, `ingest` for device routes, none otherwise. */
+  family?: RateFamily | null;
+  /** Device routes: the token may come as the `token` query parameter (Shelly GET only). */
+  queryToken?: boolean;
+  summary: string;
+  /** Answers with a Reply, or writes the response itself (streams) and returns undefined. */
+  handler: (req: Request, res: Response) => Promise<Reply | undefined>;
+}
+
+const SCOPE_RANK: Record<Scope, number> = { read: 0, write: 1, admin: 2 };
+
+const FAMILY_HEADER: Record<RateFamily, string> = {
+  mgmt: 'X-RateLimit-Mgmt',
+  read: 'X-RateLimit-Read',
+  report: 'X-RateLimit-Report',
+  ingest: 'X-RateLimit-Device',
+};
+
+export interface PipelineDeps {
+  config: Config;
+  authenticator: Authenticator;
+  rateLimiter: RateLimiter;
+  idempotency: IdempotencyStore;
+}
+
+export function requiredScope(route: RouteDef): Scope {
+  return route.scope ?? (route.method === 'get' ? 'read' : 'write');
+}
+
+export function rateFamily(route: RouteDef): RateFamily | null {
+  if (route.family !== undefined) return route.family;
+  if (route.auth === 'device') return 'ingest';
+  if (route.auth === 'none' || route.auth === 'session') return null;
+  return 'mgmt';
+}
+
+export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: PipelineDeps): void {
+  for (const route of routes) {
+    app[route.method](route.path, async (req: Request, res: Response) => {
+      req.ctx.principal = await authenticate(route, req, res, deps);
+      await applyRateLimit(route, req, res, deps);
+      await runWithIdempotency(route, req, res, deps);
+    });
+  }
+}
+
+async function authenticate(
+  route: RouteDef,
+  req: Request,
+  res: Response,
+  deps: PipelineDeps,
+): Promise<Principal | null> {
+  const { authenticator } = deps;
+  switch (route.auth) {
+    case 'none':
+      return null;
+    case 'device': {
+      const header = req.headers.authorization;
+      let token = header === undefined ? null : (/^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] ?? '');
+      if (token === null && route.queryToken && typeof req.query.token === 'string') token = req.query.token;
+      return authenticator.device(token);
+    }
+    case 'session': {
+      const session = await sessionOf(req, res, deps);
+      if (!session)
+        throw new Unauthenticated('auth_required', 'sign in first: this needs the os_session cookie');
+      return session;
+    }
+    case 'user-or-session': {
+      if (req.headers.authorization === undefined) {
+        const session = await sessionOf(req, res, deps);
+        if (session) return session;
+      }
+      return checkScope(route, await authenticator.user(req.headers.authorization));
+    }
+    case 'user':
+      return checkScope(route, await authenticator.user(req.headers.authorization));
+  }
+}
+
+/** The cookie's session; every request with it extends the session, so the cookie is sent again. */
+async function sessionOf(req: Request, res: Response, deps: PipelineDeps): Promise<Principal | null> {
+  const session = await deps.authenticator.session(req.headers.cookie);
+  if (session)
+    res.append('Set-Cookie', sessionCookie(deps.config, readCookie(req.headers.cookie, SESSION_COOKIE)!));
+  return session;
+}
+
+function checkScope(route: RouteDef, principal: Principal): Principal {
+  const needed = requiredScope(route);
+  if (principal.kind === 'device') throw new Forbidden('forbidden', 'a device token cannot do this');
+  if (SCOPE_RANK[principal.scope] < SCOPE_RANK[needed]) {
+    throw new Forbidden(
+      'forbidden',
+      `this needs a token with the ${needed} scope; yours has ${principal.scope}`,
+    );
+  }
+  return principal;
+}
+
+async function applyRateLimit(
+  route: RouteDef,
+  req: Request,
+  res: Response,
+  deps: PipelineDeps,
+): Promise<void> {
+  const family = rateFamily(route);
+  const principal = req.ctx.principal;
+  if (!family || !principal) return;
+  const { rateLimits } = deps.config;
+  const limit = {
+    mgmt: rateLimits.mgmtPerMin,
+    read: rateLimits.readPerMin,
+    report: rateLimits.reportPerMin,
+    ingest: rateLimits.ingestPerMin,
+  }[family];
+  const subject = principal.kind === 'device' ? principal.deviceId : principal.accountId;
+  const result = await deps.rateLimiter.hit(`${family}:${subject}`, limit);
+  res.set({
+    [FAMILY_HEADER[family]]: String(limit),
+    'X-RateLimit-Remaining': String(result.remaining),
+    'X-RateLimit-Reset': String(result.resetAt),
+  });
+  if (result.allowed) return;
+  if (deps.config.rateLimitMode === 'enforce') throw new RateLimited(result.retryAfterSeconds);
+  req.ctx.log.warn({ family, subject, limit }, 'rate limit exceeded (warn mode: served anyway)');
+}
+
+/** `Idempotency-Key` on every mutating route: replay the first answer, 409 on a different body. */
+async function runWithIdempotency(
+  route: RouteDef,
+  req: Request,
+  res: Response,
+  deps: PipelineDeps,
+): Promise<void> {
+  const key = req.get('Idempotency-Key');
+  const principal = req.ctx.principal;
+  if (route.method === 'get' || key === undefined || !principal) {
+    send(res, await route.handler(req, res));
+    return;
+  }
+  if (key.length === 0 || key.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
+    throw new InvalidRequest(
+      'invalid_request',
+      `Idempotency-Key must be 1 to ${MAX_IDEMPOTENCY_KEY_LENGTH} characters`,
+      [{ path: 'Idempotency-Key', message: 'too long' }],
+    );
+  }
+  const scope =
+    principal.kind === 'device' ? `device:${principal.deviceId}` : `account:${principal.accountId}`;
+  const print = fingerprint(route.method, req.originalUrl.split('?')[0]!, req.ctx.rawBody);
+  const begun = await deps.idempotency.begin(scope, key, print);
+  if (begun.kind === 'conflict') {
+    throw new Conflict('idempotency_conflict', 'this Idempotency-Key was used with a different request');
+  }
+  if (begun.kind === 'in_progress') {
+    throw new Conflict(
+      'idempotency_conflict',
+      'a request with this Idempotency-Key is still being processed',
+    );
+  }
+  if (begun.kind === 'replay') {
+    res.set('Idempotent-Replayed', 'true');
+    send(res, { status: begun.status, body: begun.body });
+    return;
+  }
+  let reply: Reply | undefined;
+  try {
+    reply = await route.handler(req, res);
+  } catch (err) {
+    const apiError = toApiError(err);
+    if (apiError.status >= 500 || apiError.status === 429) await deps.idempotency.release(scope, key);
+    else await deps.idempotency.complete(scope, key, apiError.status, errorBody(apiError, req.ctx.requestId));
+    throw err;
+  }
+  if (!reply || reply.status >= 500) await deps.idempotency.release(scope, key);
+  else await deps.idempotency.complete(scope, key, reply.status, reply.body ?? null);
+  send(res, reply);
+}
+
+function send(res: Response, reply: Reply | undefined): void {
+  if (!reply) return; // the handler wrote the response itself
+  if (reply.headers) res.set(reply.headers);
+  if (reply.body === undefined || reply.status === 204) res.status(reply.status).end();
+  else res.status(reply.status).json(reply.body);
+}

@@ -1,0 +1,191 @@
+import { sql } from 'kysely';
+import { newId } from '../../../shared/ids.ts';
+import type { Clock } from '../clock.ts';
+import type { Logger } from '../logger.ts';
+import type { Database, Db } from '../storage/database.ts';
+import type { Tables } from '../storage/schema.ts';
+
+export type JobRow = Tables['jobs'];
+
+export interface JobHandler {
+  /** Throws to be retried after `retryDelayMs(attempts)`; gives up after `maxAttempts`. */
+  run(payload: unknown, job: JobRow): Promise<void>;
+  maxAttempts?: number;
+  retryDelayMs?: (attempts: number) => number;
+}
+
+const LOCK_MICROS = 5 * 60 * 1_000_000;
+const DEFAULT_MAX_ATTEMPTS = 8;
+
+function defaultRetryDelayMs(attempts: number): number {
+  return Math.min(3_600_000, 1000 * 2 ** attempts);
+}
+
+/**
+ * Work that must outlive a request (mail, webhook deliveries, reports) goes into the `jobs` table,
+ * in the same transaction as the change that caused it, and is claimed by whichever replica is free:
+ * `FOR UPDATE SKIP LOCKED` on PostgreSQL, a short write transaction on SQLite (one writer anyway).
+ */
+export class JobQueue {
+  private readonly handlers = new Map<string, JobHandler>();
+  private timer: NodeJS.Timeout | null = null;
+  private started = false;
+  private halted = false;
+  private kicked = false;
+  private current: Promise<void> | null = null;
+
+  constructor(private readonly deps: { database: Database; clock: Clock; log: Logger; pollMs?: number }) {}
+
+  register(kind: string, handler: JobHandler): void {
+    this.handlers.set(kind, handler);
+  }
+
+  /** Adds a job; pass the transaction of the change that causes it. */
+  async enqueue(db: Db, kind: string, payload: unknown, runAtMicros?: number): Promise<string> {
+    const now = this.deps.clock.nowMicros();
+    const id = newId('job');
+    await db
+      .insertInto('jobs')
+      .values({
+        id,
+        kind,
+        payload: JSON.stringify(payload),
+        run_at: runAtMicros ?? now,
+        attempts: 0,
+        locked_until: null,
+        done_at: null,
+        failed_at: null,
+        last_error: null,
+        created_at: now,
+      })
+      .execute();
+    return id;
+  }
+
+  /** Asks a started runner to look for work now instead of at its next poll. */
+  kick(): void {
+    if (!this.started || this.halted) return;
+    void this.drain();
+  }
+
+  start(): void {
+    this.started = true;
+    const poll = () => {
+      this.timer = setTimeout(() => {
+        void this.drain().finally(() => {
+          if (!this.halted) poll();
+        });
+      }, this.deps.pollMs ?? 1000);
+    };
+    poll();
+    this.kick();
+  }
+
+  /** Stops claiming and waits for the job in flight. Safe to call twice. */
+  async stop(): Promise<void> {
+    this.halted = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await this.current;
+  }
+
+  /** Runs due jobs until none is left; concurrent calls share one pass (tests call it directly). */
+  drain(): Promise<void> {
+    if (this.current) {
+      this.kicked = true;
+      return this.current;
+    }
+    this.current = this.loop().finally(() => {
+      this.current = null;
+    });
+    return this.current;
+  }
+
+  private async loop(): Promise<void> {
+    try {
+      do {
+        this.kicked = false;
+        for (let job = await this.claim(); job; job = this.halted ? undefined : await this.claim()) {
+          await this.execute(job);
+        }
+      } while (this.kicked && !this.halted);
+    } catch (err) {
+      this.deps.log.error({ err }, 'job queue: claiming failed');
+    }
+  }
+
+  private async claim(): Promise<JobRow | undefined> {
+    const { database, clock } = this.deps;
+    const now = clock.nowMicros();
+    const kinds = [...this.handlers.keys()];
+    if (kinds.length === 0) return undefined;
+    const lockedUntil = now + LOCK_MICROS;
+    if (database.dialect === 'postgres') {
+      const result = await sql<JobRow>`
+        UPDATE jobs SET locked_until = ${lockedUntil}, attempts = attempts + 1
+        WHERE id = (
+          SELECT id FROM jobs
+          WHERE done_at IS NULL AND failed_at IS NULL AND run_at <= ${now}
+            AND (locked_until IS NULL OR locked_until < ${now})
+            AND kind IN (${sql.join(kinds)})
+          ORDER BY run_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+        RETURNING *`.execute(database.db);
+      return result.rows[0];
+    }
+    return database.db.transaction().execute(async (trx) => {
+      const job = await trx
+        .selectFrom('jobs')
+        .selectAll()
+        .where('done_at', 'is', null)
+        .where('failed_at', 'is', null)
+        .where('run_at', '<=', now)
+        .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
+        .where('kind', 'in', kinds)
+        .orderBy('run_at')
+        .limit(1)
+        .executeTakeFirst();
+      if (!job) return undefined;
+      await trx
+        .updateTable('jobs')
+        .set({ locked_until: lockedUntil, attempts: job.attempts + 1 })
+        .where('id', '=', job.id)
+        .execute();
+      return { ...job, locked_until: lockedUntil, attempts: job.attempts + 1 };
+    });
+  }
+
+  private async execute(job: JobRow): Promise<void> {
+    const { db } = this.deps.database;
+    const handler = this.handlers.get(job.kind);
+    if (!handler) return;
+    const log = this.deps.log.child({ job_id: job.id, job_kind: job.kind });
+    try {
+      await handler.run(JSON.parse(job.payload), job);
+      await db
+        .updateTable('jobs')
+        .set({ done_at: this.deps.clock.nowMicros(), locked_until: null, last_error: null })
+        .where('id', '=', job.id)
+        .execute();
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      const maxAttempts = handler.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+      const now = this.deps.clock.nowMicros();
+      if (job.attempts >= maxAttempts) {
+        log.error({ err, attempts: job.attempts }, 'job failed for good');
+        await db
+          .updateTable('jobs')
+          .set({ failed_at: now, locked_until: null, last_error: message })
+          .where('id', '=', job.id)
+          .execute();
+      } else {
+        const delayMs = (handler.retryDelayMs ?? defaultRetryDelayMs)(job.attempts);
+        log.warn({ err, attempts: job.attempts, retry_in_ms: delayMs }, 'job failed; will retry');
+        await db
+          .updateTable('jobs')
+          .set({ run_at: now + delayMs * 1000, locked_until: null, last_error: message })
+          .where('id', '=', job.id)
+          .execute();
+      }
+    }
+  }
+}

@@ -1,0 +1,66 @@
+import { EventEmitter } from 'node:events';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import nodemailer, { type Transporter } from 'nodemailer';
+import type { Logger } from '../logger.ts';
+
+export interface Mail {
+  to: string;
+  subject: string;
+  text: string;
+}
+
+export interface SentMail extends Mail {
+  /** The `.eml` file for outbox delivery, else null. */
+  file: string | null;
+  messageId: string;
+}
+
+/**
+ * Sends mail through SMTP when `SMTP_URL` is set; otherwise writes each message as an RFC 5322 `.eml`
+ * file to `$DATA_DIR/outbox/` and logs its subject, so a local install works with no mail server
+ * (decisions, "Human login"). Both go through nodemailer, so both produce the same message.
+ * Emits `sent` with a SentMail after each delivery.
+ */
+export class Mailer extends EventEmitter<{ sent: [SentMail] }> {
+  private readonly transport: Transporter;
+  private readonly outboxDir: string | null;
+
+  constructor(private readonly deps: { smtpUrl: string | null; dataDir: string; from: string; log: Logger }) {
+    super();
+    if (deps.smtpUrl) {
+      this.transport = nodemailer.createTransport(deps.smtpUrl);
+      this.outboxDir = null;
+    } else {
+      this.transport = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
+      this.outboxDir = path.join(deps.dataDir, 'outbox');
+    }
+  }
+
+  async send(mail: Mail): Promise<SentMail> {
+    const info = (await this.transport.sendMail({ from: this.deps.from, ...mail })) as {
+      messageId: string;
+      message?: Buffer;
+    };
+    let file: string | null = null;
+    if (this.outboxDir) {
+      await fs.mkdir(this.outboxDir, { recursive: true });
+      const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+      file = path.join(
+        this.outboxDir,
+        `${stamp}-${info.messageId.replace(/[^A-Za-z0-9]/g, '').slice(0, 24)}.eml`,
+      );
+      await fs.writeFile(file, info.message ?? Buffer.alloc(0));
+      this.deps.log.info({ to: mail.to, subject: mail.subject, file }, 'mail written to outbox');
+    } else {
+      this.deps.log.info({ to: mail.to, subject: mail.subject, messageId: info.messageId }, 'mail sent');
+    }
+    const sent: SentMail = { ...mail, file, messageId: info.messageId };
+    this.emit('sent', sent);
+    return sent;
+  }
+
+  close(): void {
+    this.transport.close();
+  }
+}

@@ -1,0 +1,20 @@
+import { accountRoutes } from './accounts/accounts.routes.ts';
+import { authRoutes } from './auth/auth.routes.ts';
+import { deviceRoutes } from './devices/devices.routes.ts';
+import type { RouteDef } from './http/route-table.ts';
+import { sensorRoutes } from './sensors/sensors.routes.ts';
+import type { Services } from './services.ts';
+import { siteRoutes } from './sites/sites.routes.ts';
+import { tokenRoutes } from './tokens/tokens.routes.ts';
+
+/** Every HTTP endpoint of the cloud, one router file per resource. */
+export function allRoutes(s: Services): RouteDef[] {
+  return [
+    ...authRoutes(s),
+    ...tokenRoutes(s),
+    ...accountRoutes(s),
+    ...siteRoutes(s),
+    ...deviceRoutes(s),
+    ...sensorRoutes(s),
+  ];
+}

@@ -1,0 +1,47 @@
+import type { Insertable, Selectable } from 'kysely';
+import type { Db } from '../storage/database.ts';
+import type { Tables } from '../storage/schema.ts';
+
+export type SensorRow = Selectable<Tables['sensors']>;
+export type NewSensor = Insertable<Tables['sensors']>;
+
+export class SensorsRepository {
+  async insert(db: Db, row: NewSensor): Promise<SensorRow> {
+    return db.insertInto('sensors').values(row).returningAll().executeTakeFirstOrThrow();
+  }
+
+  /** A sensor of the account whose device still exists. */
+  async find(db: Db, accountId: string, id: string): Promise<SensorRow | undefined> {
+    return db
+      .selectFrom('sensors')
+      .selectAll('sensors')
+      .innerJoin('devices', 'devices.id', 'sensors.device_id')
+      .where('sensors.id', '=', id)
+      .where('sensors.account_id', '=', accountId)
+      .where('devices.deleted_at', 'is', null)
+      .executeTakeFirst();
+  }
+
+  async listForDevice(db: Db, deviceId: string): Promise<SensorRow[]> {
+    return db.selectFrom('sensors').selectAll().where('device_id', '=', deviceId).orderBy('seq').execute();
+  }
+
+  async findByKey(db: Db, deviceId: string, kind: string, labelKey: string): Promise<SensorRow | undefined> {
+    return db
+      .selectFrom('sensors')
+      .selectAll()
+      .where('device_id', '=', deviceId)
+      .where('kind', '=', kind)
+      .where('label_key', '=', labelKey)
+      .executeTakeFirst();
+  }
+
+  async updateRule(
+    db: Db,
+    id: string,
+    patch: Partial<Pick<SensorRow, 'ok_min' | 'ok_max' | 'grace_min' | 'rule_enabled' | 'no_data_min'>>,
+  ): Promise<void> {
+    if (Object.keys(patch).length === 0) return;
+    await db.updateTable('sensors').set(patch).where('id', '=', id).execute();
+  }
+}

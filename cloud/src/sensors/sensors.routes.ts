@@ -1,0 +1,61 @@
+import { z } from 'zod';
+import { param, userOf } from '../http/context.ts';
+import type { RouteDef } from '../http/route-table.ts';
+import { parseInput } from '../http/validate.ts';
+import { sensorView } from '../http/views.ts';
+import type { Services } from '../services.ts';
+
+const nonNegative = z.number().min(0, 'must not be negative');
+const PatchSensor = z.strictObject({
+  ok_min: z.number().optional(),
+  ok_max: z.number().optional(),
+  grace_min: nonNegative.optional(),
+  rule_enabled: z.boolean().optional(),
+  no_data_min: nonNegative
+    .int()
+    .min(1)
+    .max(7 * 24 * 60)
+    .optional(),
+});
+
+export function sensorRoutes(s: Services): RouteDef[] {
+  const { db, devices, sensors, sensorsRepository } = s;
+  return [
+    {
+      method: 'get',
+      path: '/v1/devices/:device_id/sensors',
+      auth: 'user',
+      summary: "List a device's sensors (each with its channel id and rule)",
+      handler: async (req) => {
+        const device = await devices.get(userOf(req.ctx).accountId, param(req, 'device_id'));
+        const rows = await sensorsRepository.listForDevice(db, device.id);
+        return { status: 200, body: { data: rows.map(sensorView), next_cursor: null, has_more: false } };
+      },
+    },
+    {
+      method: 'get',
+      path: '/v1/sensors/:sensor_id',
+      auth: 'user',
+      summary: 'Get a sensor',
+      handler: async (req) => ({
+        status: 200,
+        body: sensorView(await sensors.get(userOf(req.ctx).accountId, param(req, 'sensor_id'))),
+      }),
+    },
+    {
+      method: 'patch',
+      path: '/v1/sensors/:sensor_id',
+      auth: 'user',
+      summary: "Change a sensor's rule (audit-logged with the previous rule)",
+      handler: async (req) => {
+        const user = userOf(req.ctx);
+        await sensors.get(user.accountId, param(req, 'sensor_id'));
+        const body = parseInput(PatchSensor, req.body, 'body');
+        return {
+          status: 200,
+          body: sensorView(await sensors.updateRule(user, param(req, 'sensor_id'), body)),
+        };
+      },
+    },
+  ];
+}

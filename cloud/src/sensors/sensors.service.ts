@@ -1,0 +1,85 @@
+import type { AuditRepository } from '../audit/audit.repository.ts';
+import type { Clock } from '../clock.ts';
+import { notFound, Unprocessable } from '../errors.ts';
+import type { UserPrincipal } from '../http/context.ts';
+import type { Db } from '../storage/database.ts';
+import type { SensorRow, SensorsRepository } from './sensors.repository.ts';
+
+/** The longest grace a sensor may have without a raised limit (interface spec, "Other limits"). */
+export const MAX_GRACE_MIN = 360;
+
+export interface RulePatch {
+  ok_min?: number | undefined;
+  ok_max?: number | undefined;
+  grace_min?: number | undefined;
+  rule_enabled?: boolean | undefined;
+  no_data_min?: number | undefined;
+}
+
+type RuleFields = Pick<SensorRow, 'ok_min' | 'ok_max' | 'grace_min' | 'rule_enabled' | 'no_data_min'>;
+
+function ruleOf(s: SensorRow): RuleFields {
+  return {
+    ok_min: s.ok_min,
+    ok_max: s.ok_max,
+    grace_min: s.grace_min,
+    rule_enabled: s.rule_enabled,
+    no_data_min: s.no_data_min,
+  };
+}
+
+export function ruleView(r: RuleFields): Record<string, unknown> {
+  return { ...r, rule_enabled: r.rule_enabled === 1 };
+}
+
+/** A sensor's simple rule: one operating range, a grace period, a no-data window. */
+export class SensorsService {
+  constructor(
+    private readonly deps: { db: Db; clock: Clock; sensors: SensorsRepository; audit: AuditRepository },
+  ) {}
+
+  async get(accountId: string, id: string): Promise<SensorRow> {
+    const sensor = await this.deps.sensors.find(this.deps.db, accountId, id);
+    if (!sensor) throw notFound('sensor');
+    return sensor;
+  }
+
+  /** Changes the rule; the previous rule is kept in the audit trail (`threshold.changed`). */
+  async updateRule(by: UserPrincipal, id: string, patch: RulePatch): Promise<SensorRow> {
+    const { db, clock, sensors, audit } = this.deps;
+    return db.transaction().execute(async (trx) => {
+      const sensor = await sensors.find(trx, by.accountId, id);
+      if (!sensor) throw notFound('sensor');
+      const before = ruleOf(sensor);
+      const after: RuleFields = {
+        ok_min: patch.ok_min ?? before.ok_min,
+        ok_max: patch.ok_max ?? before.ok_max,
+        grace_min: patch.grace_min ?? before.grace_min,
+        rule_enabled: patch.rule_enabled === undefined ? before.rule_enabled : patch.rule_enabled ? 1 : 0,
+        no_data_min: patch.no_data_min ?? before.no_data_min,
+      };
+      if (after.ok_min > after.ok_max) {
+        throw new Unprocessable(
+          'invalid_range',
+          `ok_min (${after.ok_min}) is greater than ok_max (${after.ok_max})`,
+        );
+      }
+      if (after.grace_min > MAX_GRACE_MIN) {
+        throw new Unprocessable(
+          'grace_too_long',
+          `grace_min may be at most ${MAX_GRACE_MIN} minutes (6 hours)`,
+        );
+      }
+      await sensors.updateRule(trx, id, after);
+      await audit.record(trx, {
+        accountId: by.accountId,
+        kind: 'threshold.changed',
+        by: by.userId,
+        target: id,
+        details: { channel_id: sensor.channel_id, before: ruleView(before), after: ruleView(after) },
+        ts: clock.nowMicros(),
+      });
+      return { ...sensor, ...after };
+    });
+  }
+}

@@ -1,0 +1,113 @@
+import { AccountsRepository } from './accounts/accounts.repository.ts';
+import { AuditRepository } from './audit/audit.repository.ts';
+import { AuthRepository } from './auth/auth.repository.ts';
+import { AuthService } from './auth/auth.service.ts';
+import { Authenticator } from './auth/authenticator.ts';
+import type { Clock } from './clock.ts';
+import type { Config } from './config.ts';
+import { DevicesRepository } from './devices/devices.repository.ts';
+import { DevicesService } from './devices/devices.service.ts';
+import { JobQueue } from './jobs/job-queue.ts';
+import { IdempotencyStore } from './limits/idempotency.ts';
+import { RateLimiter } from './limits/rate-limiter.ts';
+import type { Logger } from './logger.ts';
+import { Mailer, type Mail } from './mail/mailer.ts';
+import { SensorsRepository } from './sensors/sensors.repository.ts';
+import { SensorsService } from './sensors/sensors.service.ts';
+import { SitesRepository } from './sites/sites.repository.ts';
+import type { Database, Db } from './storage/database.ts';
+import { TokensRepository } from './tokens/tokens.repository.ts';
+import { TokensService } from './tokens/tokens.service.ts';
+
+/**
+ * Every long-lived object of the cloud, built once and handed to the routes. Constructors only store
+ * their dependencies; nothing here does I/O until `Cloud.start()`.
+ */
+export interface Services {
+  config: Config;
+  clock: Clock;
+  log: Logger;
+  database: Database;
+  db: Db;
+  mailer: Mailer;
+  jobs: JobQueue;
+  rateLimiter: RateLimiter;
+  idempotency: IdempotencyStore;
+  audit: AuditRepository;
+  accounts: AccountsRepository;
+  authRepository: AuthRepository;
+  authService: AuthService;
+  authenticator: Authenticator;
+  tokensRepository: TokensRepository;
+  tokens: TokensService;
+  sites: SitesRepository;
+  devicesRepository: DevicesRepository;
+  devices: DevicesService;
+  sensorsRepository: SensorsRepository;
+  sensors: SensorsService;
+}
+
+export function buildServices(deps: {
+  config: Config;
+  clock: Clock;
+  log: Logger;
+  database: Database;
+  jobPollMs?: number;
+}): Services {
+  const { config, clock, log, database } = deps;
+  const db = database.db;
+  const mailer = new Mailer({
+    smtpUrl: config.smtpUrl,
+    dataDir: config.dataDir,
+    from: config.mailFrom,
+    log: log.child({ module: 'mail' }),
+  });
+  const jobs = new JobQueue({ database, clock, log: log.child({ module: 'jobs' }), pollMs: deps.jobPollMs });
+  jobs.register('mail', { run: async (payload) => void (await mailer.send(payload as Mail)) });
+  const rateLimiter = new RateLimiter({ db, clock });
+  const idempotency = new IdempotencyStore({ db, clock });
+  const audit = new AuditRepository();
+  const accounts = new AccountsRepository();
+  const authRepository = new AuthRepository();
+  const authService = new AuthService({
+    db,
+    clock,
+    config,
+    auth: authRepository,
+    accounts,
+    audit,
+    jobs,
+    rateLimiter,
+  });
+  const tokensRepository = new TokensRepository();
+  const authenticator = new Authenticator({ db, clock, tokens: tokensRepository, authService });
+  const tokens = new TokensService({ db, clock, tokens: tokensRepository, audit });
+  const sites = new SitesRepository();
+  const devicesRepository = new DevicesRepository();
+  const sensorsRepository = new SensorsRepository();
+  const devices = new DevicesService({ db, clock, config, devices: devicesRepository, sites, audit });
+  const sensors = new SensorsService({ db, clock, sensors: sensorsRepository, audit });
+  return {
+    config,
+    clock,
+    log,
+    database,
+    db,
+    mailer,
+    jobs,
+    rateLimiter,
+    idempotency,
+    audit,
+    accounts,
+    authRepository,
+    authService,
+    authenticator,
+    tokensRepository,
+    tokens,
+    sites,
+    devicesRepository,
+    devices,
+    sensorsRepository,
+    sensors,
+  };
+}

@@ -1,0 +1,51 @@
+import type { PageRequest } from '../http/pagination.ts';
+import type { Db } from '../storage/database.ts';
+import { keysetPage } from '../storage/keyset.ts';
+import type { Tables } from '../storage/schema.ts';
+
+export type SiteRow = Tables['sites'];
+
+export class SitesRepository {
+  async insert(db: Db, row: SiteRow): Promise<void> {
+    await db.insertInto('sites').values(row).execute();
+  }
+
+  async find(db: Db, accountId: string, id: string): Promise<SiteRow | undefined> {
+    return db
+      .selectFrom('sites')
+      .selectAll()
+      .where('id', '=', id)
+      .where('account_id', '=', accountId)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+  }
+
+  async list(db: Db, accountId: string, page: PageRequest): Promise<SiteRow[]> {
+    const q = db
+      .selectFrom('sites')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .where('deleted_at', 'is', null);
+    return keysetPage(q, 'created_at', 'id', 'asc', page).execute();
+  }
+
+  async update(db: Db, id: string, patch: Partial<Pick<SiteRow, 'name' | 'timezone'>>): Promise<void> {
+    if (Object.keys(patch).length === 0) return;
+    await db.updateTable('sites').set(patch).where('id', '=', id).execute();
+  }
+
+  async countLiveDevices(db: Db, siteId: string): Promise<number> {
+    const row = await db
+      .selectFrom('devices')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('site_id', '=', siteId)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  /** Soft delete: measurements of its former devices stay readable until retention removes them. */
+  async delete(db: Db, id: string, now: number): Promise<void> {
+    await db.updateTable('sites').set({ deleted_at: now }).where('id', '=', id).execute();
+  }
+}

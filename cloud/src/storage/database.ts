@@ -1,0 +1,151 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import pg from 'pg';
+import { MIGRATIONS, type DialectSql } from './migrations/index.ts';
+import type { Tables } from './schema.ts';
+
+/**
+ * One data layer over two databases. Everything that differs between SQLite and PostgreSQL lives in
+ * this file: connection setup, migration locking, error-code predicates and DDL fragments.
+ * Feature code never branches on the database.
+ */
+export type Dialect = 'sqlite' | 'postgres';
+
+export type Db = Kysely<Tables>;
+
+export interface Database {
+  readonly dialect: Dialect;
+  readonly db: Db;
+  /** The raw handle, for hot paths that use prepared statements directly (ingest). */
+  readonly sqlite: BetterSqlite3.Database | null;
+  readonly pool: pg.Pool | null;
+  close(): Promise<void>;
+}
+
+// int8 (counts, microsecond times) as JS numbers: every value we store fits in 2^53.
+pg.types.setTypeParser(20, (v) => Number(v));
+
+export interface OpenOptions {
+  /** PostgreSQL schema to use (tests isolate themselves in one); created when missing. */
+  schema?: string;
+}
+
+export async function openDatabase(url: string, options: OpenOptions = {}): Promise<Database> {
+  const database = url.startsWith('sqlite:')
+    ? openSqlite(url.slice('sqlite:'.length))
+    : await openPostgres(url, options);
+  await migrate(database);
+  return database;
+}
+
+function openSqlite(file: string): Database {
+  if (file !== ':memory:') fs.mkdirSync(path.dirname(file), { recursive: true });
+  const sqlite = new BetterSqlite3(file);
+  sqlite.pragma('journal_mode = WAL');
+  // FULL: a committed transaction survives power loss, not only a process crash (a 200 means stored).
+  sqlite.pragma('synchronous = FULL');
+  sqlite.pragma('foreign_keys = ON');
+  sqlite.pragma('busy_timeout = 5000');
+  const db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: sqlite }) });
+  return {
+    dialect: 'sqlite',
+    db,
+    sqlite,
+    pool: null,
+    close: async () => {
+      await db.destroy();
+    },
+  };
+}
+
+async function openPostgres(url: string, options: OpenOptions): Promise<Database> {
+  const schema = options.schema;
+  if (schema && !/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`invalid schema name ${schema}`);
+  if (schema) {
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    try {
+      await admin.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    } finally {
+      await admin.end();
+    }
+  }
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: 10,
+    ...(schema ? { options: `-c search_path=${schema}` } : {}),
+  });
+  pool.on('error', () => {
+    // An idle client lost its connection; the pool replaces it. Queries in flight see their own error.
+  });
+  const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool }) });
+  return {
+    dialect: 'postgres',
+    db,
+    sqlite: null,
+    pool,
+    close: async () => {
+      await db.destroy();
+    },
+  };
+}
+
+const DDL: Record<Dialect, DialectSql> = {
+  sqlite: { dialect: 'sqlite', autoIncrementKey: 'INTEGER PRIMARY KEY AUTOINCREMENT' },
+  postgres: { dialect: 'postgres', autoIncrementKey: 'BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY' },
+};
+
+/**
+ * Applies pending migrations in one transaction. On PostgreSQL an advisory lock makes replicas that
+ * start together apply them once; on SQLite `BEGIN IMMEDIATE` does the same for processes on one file.
+ */
+async function migrate(database: Database): Promise<void> {
+  const { db, dialect } = database;
+  await db.connection().execute(async (conn) => {
+    await sql`CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)`.execute(
+      conn,
+    );
+    await sql.raw(dialect === 'sqlite' ? 'BEGIN IMMEDIATE' : 'BEGIN').execute(conn);
+    try {
+      if (dialect === 'postgres') await sql`SELECT pg_advisory_xact_lock(7335001)`.execute(conn);
+      const applied = await sql<{ name: string }>`SELECT name FROM schema_migrations`.execute(conn);
+      const done = new Set(applied.rows.map((r) => r.name));
+      for (const migration of MIGRATIONS) {
+        if (done.has(migration.name)) continue;
+        for (const statement of migration.statements(DDL[dialect])) await sql.raw(statement).execute(conn);
+        await sql`INSERT INTO schema_migrations (name, applied_at) VALUES (${migration.name}, ${Date.now() * 1000})`.execute(
+          conn,
+        );
+      }
+      await sql.raw('COMMIT').execute(conn);
+    } catch (err) {
+      await sql.raw('ROLLBACK').execute(conn);
+      throw err;
+    }
+  });
+}
+
+/** A unique or primary-key constraint was violated. */
+export function isUniqueViolation(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
+}
+
+/** The database could not be reached (connection refused, reset, or the pool timed out). */
+export function isConnectionError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return false;
+  return [
+    'ECONNREFUSED',
+    'ECONNRESET',
+    'ETIMEDOUT',
+    'EPIPE',
+    '57P01',
+    '57P03',
+    '08006',
+    '08001',
+    '08003',
+  ].includes(code);
+}

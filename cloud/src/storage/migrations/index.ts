@@ -1,0 +1,20 @@
+import type { Dialect } from '../database.ts';
+import { initial } from './0001_initial.ts';
+
+/**
+ * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
+ * has shipped: add the next one. `test/cloud/storage/schema.test.ts` fails when the schema changes
+ * without a migration.
+ */
+export interface DialectSql {
+  dialect: Dialect;
+  /** An integer primary key the database numbers itself. */
+  autoIncrementKey: string;
+}
+
+export interface Migration {
+  name: string;
+  statements: (d: DialectSql) => string[];
+}
+
+export const MIGRATIONS: readonly Migration[] = [initial];

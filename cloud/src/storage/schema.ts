@@ -1,0 +1,119 @@
+import type { Generated } from 'kysely';
+
+/**
+ * The tables as the data layer sees them. Times are integers of microseconds since the epoch;
+ * booleans are 0/1 integers (SQLite has no boolean type); JSON is stored as text.
+ */
+export interface Tables {
+  accounts: { id: string; name: string; created_at: number };
+  users: { id: string; account_id: string; email: string; created_at: number };
+  login_codes: {
+    id: string;
+    email: string;
+    code_hash: string;
+    link_hash: string;
+    state: 'issued' | 'used' | 'invalidated';
+    attempts: number;
+    created_at: number;
+    expires_at: number;
+  };
+  sessions: {
+    id: string;
+    user_id: string;
+    account_id: string;
+    secret_hash: string;
+    created_at: number;
+    last_seen_at: number;
+    expires_at: number;
+    revoked_at: number | null;
+  };
+  api_tokens: {
+    id: string;
+    account_id: string;
+    user_id: string;
+    label: string;
+    scope: 'read' | 'write' | 'admin';
+    token_hash: string;
+    created_at: number;
+    last_used_at: number | null;
+    revoked_at: number | null;
+  };
+  sites: {
+    id: string;
+    account_id: string;
+    name: string;
+    vertical: string;
+    timezone: string;
+    created_at: number;
+    deleted_at: number | null;
+  };
+  devices: {
+    id: string;
+    account_id: string;
+    site_id: string;
+    local_id: string;
+    name: string;
+    notes: string;
+    model: string;
+    fw_version: string | null;
+    token_hash: string | null;
+    token_issued_at: number;
+    last_seen_at: number | null;
+    online: number;
+    created_at: number;
+    deleted_at: number | null;
+  };
+  sensors: {
+    seq: Generated<number>;
+    id: string;
+    channel_id: string;
+    account_id: string;
+    device_id: string;
+    kind: string;
+    label: string | null;
+    /** `label` or '' — the uniqueness key of (device, kind, label), as NULLs never collide in an index. */
+    label_key: string;
+    unit: string;
+    ok_min: number;
+    ok_max: number;
+    grace_min: number;
+    rule_enabled: number;
+    no_data_min: number;
+    last_value: number | null;
+    last_ts: number | null;
+    state: 'ok' | 'grace' | 'alarm' | 'silent' | 'no_data';
+    created_at: number;
+  };
+  measurements: { sensor_seq: number; ts: number; value: number };
+  audit_log: {
+    id: string;
+    account_id: string;
+    ts: number;
+    kind: string;
+    actor: string;
+    target: string;
+    details: string;
+  };
+  idempotency_keys: {
+    scope: string;
+    key: string;
+    fingerprint: string;
+    status: number | null;
+    response: string | null;
+    created_at: number;
+    expires_at: number;
+  };
+  rate_limit_counters: { bucket: string; window_start: number; count: number };
+  jobs: {
+    id: string;
+    kind: string;
+    payload: string;
+    run_at: number;
+    attempts: number;
+    locked_until: number | null;
+    done_at: number | null;
+    failed_at: number | null;
+    last_error: string | null;
+    created_at: number;
+  };
+}

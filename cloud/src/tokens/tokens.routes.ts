@@ -1,0 +1,78 @@
+import { z } from 'zod';
+import { formatSeconds, formatSecondsOrNull } from '../../../shared/time.ts';
+import { Unprocessable } from '../errors.ts';
+import { param, userOf } from '../http/context.ts';
+import { name } from '../http/inputs.ts';
+import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
+import type { RouteDef } from '../http/route-table.ts';
+import { parseInput } from '../http/validate.ts';
+import type { Services } from '../services.ts';
+import type { ApiTokenRow } from './tokens.repository.ts';
+import { SCOPES } from './tokens.service.ts';
+
+const CreateToken = z.strictObject({ label: name, scope: z.string() });
+const ListTokens = z.object(pageQuerySchema);
+
+function isScope(value: string): value is ApiTokenRow['scope'] {
+  return (SCOPES as readonly string[]).includes(value);
+}
+
+export function tokenRoutes(s: Services): RouteDef[] {
+  const { db, tokens, tokensRepository } = s;
+  const view = (row: ApiTokenRow) => ({
+    id: row.id,
+    label: row.label,
+    scope: row.scope,
+    created_at: formatSeconds(row.created_at),
+    last_used_at: formatSecondsOrNull(row.last_used_at),
+    consider_rotating: tokens.considerRotating(row),
+  });
+  return [
+    {
+      method: 'post',
+      path: '/v1/tokens',
+      auth: 'user-or-session',
+      scope: 'admin',
+      summary: 'Create a user API token (session cookie or admin token); the plaintext is answered once',
+      handler: async (req) => {
+        const body = parseInput(CreateToken, req.body, 'body');
+        if (!isScope(body.scope)) {
+          throw new Unprocessable('invalid_scope', `scope must be one of ${SCOPES.join(', ')}`);
+        }
+        const created = await tokens.create(userOf(req.ctx), body.label, body.scope);
+        return {
+          status: 201,
+          body: {
+            id: created.row.id,
+            token: created.token,
+            label: created.row.label,
+            scope: created.row.scope,
+            created_at: formatSeconds(created.row.created_at),
+          },
+        };
+      },
+    },
+    {
+      method: 'get',
+      path: '/v1/tokens',
+      auth: 'user',
+      summary: "List the account's tokens (never their plaintext)",
+      handler: async (req) => {
+        const q = parseInput(ListTokens, req.query, 'query');
+        const rows = await tokensRepository.list(db, userOf(req.ctx).accountId, pageRequest(q));
+        return { status: 200, body: toPage(rows, q.limit, (r) => [r.created_at, r.id], view) };
+      },
+    },
+    {
+      method: 'delete',
+      path: '/v1/tokens/:token_id',
+      auth: 'user',
+      scope: 'admin',
+      summary: 'Revoke a token (it gets 401 at once)',
+      handler: async (req) => {
+        await tokens.revoke(userOf(req.ctx), param(req, 'token_id'));
+        return { status: 204 };
+      },
+    },
+  ];
+}

@@ -1,0 +1,132 @@
+import fs from 'node:fs';
+import { Writable } from 'node:stream';
+import { Cloud } from '../../cloud/src/cloud.ts';
+import type { Clock } from '../../cloud/src/clock.ts';
+import { loadConfig } from '../../cloud/src/config.ts';
+import { createLogger } from '../../cloud/src/logger.ts';
+import type { SentMail } from '../../cloud/src/mail/mailer.ts';
+import { testDatabase, type DbKind, type TestDatabase } from './databases.ts';
+import { HttpClient } from './http.ts';
+
+export interface TestCloud {
+  cloud: Cloud;
+  url: string;
+  http: HttpClient;
+  database: TestDatabase;
+  /** Every log line the cloud wrote, parsed. */
+  logs: Record<string, unknown>[];
+  /** Resolves with the next mail sent to `to`. Call before the action that sends it. */
+  nextMail(to: string): Promise<SentMail>;
+  stop(): Promise<void>;
+}
+
+/**
+ * A real cloud on 127.0.0.1, port 0, with its own database and data directory, capturing its logs.
+ * `env` overrides the environment as an operator would set it.
+ */
+export async function startTestCloud(
+  options: { db?: DbKind; env?: Record<string, string>; clock?: Clock } = {},
+): Promise<TestCloud> {
+  const database = testDatabase(options.db ?? 'sqlite');
+  const config = loadConfig({
+    PORT: '0',
+    HOST: '127.0.0.1',
+    MQTT_PORT: '0',
+    DATA_DIR: database.dataDir,
+    DATABASE_URL: database.url,
+    LOG_LEVEL: 'info',
+    ...options.env,
+  });
+  const logs: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString('utf8').split('\n'))
+        if (line) logs.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  const cloud = new Cloud({
+    config,
+    clock: options.clock,
+    log: createLogger(config.logLevel, sink),
+    database: { schema: database.schema },
+    jobPollMs: 50,
+  });
+  await cloud.start();
+  const url = cloud.url;
+  return {
+    cloud,
+    url,
+    http: new HttpClient(url),
+    database,
+    logs,
+    nextMail: (to) =>
+      new Promise((resolve) => {
+        const onSent = (mail: SentMail) => {
+          if (mail.to !== to) return;
+          cloud.services.mailer.off('sent', onSent);
+          resolve(mail);
+        };
+        cloud.services.mailer.on('sent', onSent);
+      }),
+    stop: async () => {
+      await cloud.stop();
+      await database.dispose();
+    },
+  };
+}
+
+/** The sign-in code in a mail: from its `.eml` file when it went to the outbox. */
+export function codeFromMail(mail: SentMail): string {
+  const text = mail.file ? fs.readFileSync(mail.file, 'utf8') : `Subject: ${mail.subject}\n${mail.text}`;
+  const match = /^Subject: Your sign-in code: ([A-Z0-9]{3}-[A-Z0-9]{3})$/m.exec(text);
+  if (!match) throw new Error(`no code in mail:\n${text}`);
+  return match[1]!;
+}
+
+/** The magic link in a mail (quoted-printable soft breaks undone). */
+export function linkFromMail(mail: SentMail): string {
+  const text = mail.file
+    ? fs.readFileSync(mail.file, 'utf8').replace(/=\n/g, '').replace(/=3D/g, '=')
+    : mail.text;
+  const match = /(https?:\/\/\S+\/app\/auth\/callback\?t=\S+)/.exec(text);
+  if (!match) throw new Error(`no link in mail:\n${text}`);
+  return match[1]!;
+}
+
+export interface SignedIn {
+  email: string;
+  cookie: string;
+  sessionId: string;
+  userId: string;
+  accountId: string;
+  /** An admin user API token. */
+  token: string;
+}
+
+/** Signs up like a person (code from the mail), then makes an admin token with the cookie. */
+export async function signUp(t: TestCloud, email: string): Promise<SignedIn> {
+  const mail = t.nextMail(email);
+  const requested = await t.http.post('/v1/auth/request', { email });
+  if (requested.status !== 200) throw new Error(`auth/request: ${requested.status}`);
+  const code = codeFromMail(await mail);
+  const verified = await t.http.post('/v1/auth/verify', { email, code });
+  if (verified.status !== 200) throw new Error(`auth/verify: ${verified.status} ${verified.text}`);
+  const cookie = verified.cookie('os_session');
+  if (!cookie) throw new Error('no session cookie');
+  const created = await t.http.post(
+    '/v1/tokens',
+    { label: 'tests', scope: 'admin' },
+    { cookie: `os_session=${cookie}` },
+  );
+  if (created.status !== 201) throw new Error(`tokens: ${created.status} ${created.text}`);
+  const me = await t.http.get('/v1/accounts/me', { token: created.json.token as string });
+  return {
+    email,
+    cookie,
+    sessionId: verified.json.session_id as string,
+    userId: verified.json.user_id as string,
+    accountId: me.json.id as string,
+    token: created.json.token as string,
+  };
+}
