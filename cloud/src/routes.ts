@@ -2,6 +2,7 @@ import { accountRoutes } from './accounts/accounts.routes.ts';
 import { authRoutes } from './auth/auth.routes.ts';
 import { deviceRoutes } from './devices/devices.routes.ts';
 import type { RouteDef } from './http/route-table.ts';
+import { ingestRoutes } from './ingest/ingest.routes.ts';
 import { sensorRoutes } from './sensors/sensors.routes.ts';
 import type { Services } from './services.ts';
 import { siteRoutes } from './sites/sites.routes.ts';
@@ -10,6 +11,7 @@ import { tokenRoutes } from './tokens/tokens.routes.ts';
 /** Every HTTP endpoint of the cloud, one router file per resource. */
 export function allRoutes(s: Services): RouteDef[] {
   return [
+    ...ingestRoutes(s),
     ...authRoutes(s),
     ...tokenRoutes(s),
     ...accountRoutes(s),

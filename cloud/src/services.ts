@@ -7,6 +7,10 @@ import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import { DevicesRepository } from './devices/devices.repository.ts';
 import { DevicesService } from './devices/devices.service.ts';
+import { IngestCore } from './ingest/ingest.core.ts';
+import { PostgresIngestStore } from './ingest/ingest.store.postgres.ts';
+import { SqliteIngestStore } from './ingest/ingest.store.sqlite.ts';
+import type { IngestStore } from './ingest/ingest.types.ts';
 import { JobQueue } from './jobs/job-queue.ts';
 import { IdempotencyStore } from './limits/idempotency.ts';
 import { RateLimiter } from './limits/rate-limiter.ts';
@@ -45,6 +49,14 @@ export interface Services {
   devices: DevicesService;
   sensorsRepository: SensorsRepository;
   sensors: SensorsService;
+  ingest: IngestCore;
+}
+
+/** The ingest hot path uses each database's own driver directly (the one dialect branch of ingest). */
+function ingestStoreFor(database: Database): IngestStore {
+  if (database.sqlite) return new SqliteIngestStore(database.db, database.sqlite);
+  if (database.pool) return new PostgresIngestStore(database.pool);
+  throw new Error('no database handle for ingest');
 }
 
 export function buildServices(deps: {
@@ -87,7 +99,14 @@ export function buildServices(deps: {
   const sensorsRepository = new SensorsRepository();
   const devices = new DevicesService({ db, clock, config, devices: devicesRepository, sites, audit });
   const sensors = new SensorsService({ db, clock, sensors: sensorsRepository, audit });
+  const ingest = new IngestCore({
+    store: ingestStoreFor(database),
+    clock,
+    config,
+    log: log.child({ module: 'ingest' }),
+  });
   return {
+    ingest,
     config,
     clock,
     log,

@@ -43,6 +43,13 @@ export interface RouteDef {
   family?: RateFamily | null;
   /** Device routes: the token may come as the `token` query parameter (Shelly GET only). */
   queryToken?: boolean;
+  /**
+   * The handler authenticates and rate-limits inside its own unit of work (ingest does, to commit
+   * the counter with the data). The pipeline still does both when an Idempotency-Key is sent.
+   */
+  inlineAuth?: boolean;
+  /** `json` (default): the body is parsed after authentication; `raw`: left in `req.ctx.rawBody`. */
+  body?: 'json' | 'raw';
   summary: string;
   /** Answers with a Reply, or writes the response itself (streams) and returns undefined. */
   handler: (req: Request, res: Response) => Promise<Reply | undefined>;
@@ -78,10 +85,25 @@ export function rateFamily(route: RouteDef): RateFamily | null {
 export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: PipelineDeps): void {
   for (const route of routes) {
     app[route.method](route.path, async (req: Request, res: Response) => {
-      req.ctx.principal = await authenticate(route, req, res, deps);
-      await applyRateLimit(route, req, res, deps);
+      const inline = route.inlineAuth === true && req.get('Idempotency-Key') === undefined;
+      if (!inline) {
+        req.ctx.principal = await authenticate(route, req, res, deps);
+        await applyRateLimit(route, req, res, deps);
+        if (route.body !== 'raw') req.body = parseJsonBody(req);
+      }
       await runWithIdempotency(route, req, res, deps);
     });
+  }
+}
+
+/** The request body as JSON: undefined when empty, 400 `bad_json` when it does not parse. */
+export function parseJsonBody(req: Request): unknown {
+  const raw = req.ctx.rawBody;
+  if (!raw || raw.length === 0) return undefined;
+  try {
+    return JSON.parse(raw.toString('utf8')) as unknown;
+  } catch {
+    throw new InvalidRequest('bad_json', 'the body is not valid JSON');
   }
 }
 

@@ -1,0 +1,117 @@
+import type pg from 'pg';
+import type { IngestDevice, IngestStore, IngestTx, NewSensorRow, SensorRef } from './ingest.types.ts';
+
+const DEVICE_SQL = `SELECT d.id, d.account_id, d.site_id, d.local_id, d.model, s.vertical, d.token_hash
+  FROM devices d JOIN sites s ON s.id = d.site_id WHERE d.deleted_at IS NULL`;
+
+/**
+ * The ingest unit of work on PostgreSQL: one transaction on one pooled client, each step one
+ * set-based statement over arrays (`unnest`), so a group of hundreds of requests costs a handful of
+ * round trips. Rows are updated in key order so concurrent replicas do not deadlock each other.
+ */
+export class PostgresIngestStore implements IngestStore {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const result = await work(this.txOn(client));
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  private txOn(client: pg.PoolClient): IngestTx {
+    const q = async <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) =>
+      (await client.query<R>({ name, text, values })).rows;
+    return {
+      devicesByTokenHash: (hashes) =>
+        q<IngestDevice>('ingest_dev_hash', `${DEVICE_SQL} AND d.token_hash = ANY($1::text[])`, [hashes]),
+      devicesById: (ids) =>
+        q<IngestDevice>('ingest_dev_id', `${DEVICE_SQL} AND d.id = ANY($1::text[])`, [ids]),
+      addRateHits: async (hits, windowStart) => {
+        const sorted = [...hits].sort((a, b) => (a.bucket < b.bucket ? -1 : 1));
+        const rows = await q<{ bucket: string; count: number }>(
+          'ingest_rate',
+          `INSERT INTO rate_limit_counters (bucket, window_start, count)
+           SELECT b, $2::bigint, c FROM unnest($1::text[], $3::int[]) AS u(b, c)
+           ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_limit_counters.count + EXCLUDED.count
+           RETURNING bucket, count`,
+          [sorted.map((h) => h.bucket), windowStart, sorted.map((h) => h.count)],
+        );
+        return new Map(rows.map((r) => [r.bucket, r.count]));
+      },
+      findSensors: (keys) =>
+        q<SensorRef>(
+          'ingest_find_sensors',
+          `SELECT s.seq, s.id, s.channel_id, s.device_id, s.kind, s.label_key FROM sensors s
+           JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(d, t, l)
+             ON s.device_id = k.d AND s.kind = k.t AND s.label_key = k.l`,
+          [keys.map((k) => k.deviceId), keys.map((k) => k.kind), keys.map((k) => k.labelKey)],
+        ),
+      insertSensors: async (rows: NewSensorRow[]) => {
+        const col = <K extends keyof NewSensorRow>(k: K) => rows.map((r) => r[k]);
+        await q(
+          'ingest_insert_sensors',
+          `INSERT INTO sensors (id, channel_id, account_id, device_id, kind, label, label_key, unit, ok_min, ok_max,
+             grace_min, rule_enabled, no_data_min, state, created_at)
+           SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+             $8::text[], $9::float8[], $10::float8[], $11::int[], $12::smallint[], $13::int[], $14::text[], $15::bigint[])
+           ON CONFLICT (device_id, kind, label_key) DO NOTHING`,
+          [
+            col('id'),
+            col('channel_id'),
+            col('account_id'),
+            col('device_id'),
+            col('kind'),
+            col('label'),
+            col('label_key'),
+            col('unit'),
+            col('ok_min'),
+            col('ok_max'),
+            col('grace_min'),
+            col('rule_enabled'),
+            col('no_data_min'),
+            col('state'),
+            col('created_at'),
+          ],
+        );
+      },
+      insertMeasurements: async (rows) => {
+        const inserted = await q<{ sensor_seq: number; ts: number }>(
+          'ingest_insert_measurements',
+          `INSERT INTO measurements (sensor_seq, ts, value)
+           SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::float8[])
+           ON CONFLICT DO NOTHING RETURNING sensor_seq, ts`,
+          [rows.map((r) => r.sensorSeq), rows.map((r) => r.ts), rows.map((r) => r.value)],
+        );
+        // A key is credited to the first row that carried it; later ones are duplicates.
+        const fresh = new Set(inserted.map((r) => `${r.sensor_seq}:${r.ts}`));
+        return rows.map((r) => fresh.delete(`${r.sensorSeq}:${r.ts}`));
+      },
+      updateSensorLast: async (rows) => {
+        await q(
+          'ingest_sensor_last',
+          `UPDATE sensors s SET last_value = u.value, last_ts = u.ts
+           FROM unnest($1::bigint[], $2::bigint[], $3::float8[]) AS u(seq, ts, value)
+           WHERE s.seq = u.seq AND (s.last_ts IS NULL OR s.last_ts <= u.ts)`,
+          [rows.map((r) => r.sensorSeq), rows.map((r) => r.ts), rows.map((r) => r.value)],
+        );
+      },
+      updateDevices: async (rows) => {
+        await q(
+          'ingest_devices',
+          `UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), u.seen), online = u.online
+           FROM unnest($1::text[], $2::bigint[], $3::smallint[]) AS u(id, seen, online) WHERE d.id = u.id`,
+          [rows.map((r) => r.id), rows.map((r) => r.lastSeenAt), rows.map((r) => r.online)],
+        );
+      },
+    };
+  }
+}

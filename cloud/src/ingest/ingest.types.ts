@@ -1,0 +1,139 @@
+import type { ValidMeasurement } from '../../../shared/ingest.ts';
+import type { ApiError } from '../errors.ts';
+import type { DevicePrincipal } from '../http/context.ts';
+
+/**
+ * One ingest request as every protocol adapter hands it to the IngestCore: credentials, the device
+ * it names, its validated measurements, and any validation error, which is only reported once
+ * authentication and the rate limit have been applied (decisions: 401, 403, then 400/422).
+ */
+export interface IngestItem {
+  /** A device token's hash (checked in the unit of work), or a device the caller already authenticated. */
+  credential: { kind: 'token'; tokenHash: string | null } | { kind: 'device'; principal: DevicePrincipal };
+  /** Whether this request still counts against the device's rate limit (false when the pipeline counted it). */
+  countRate: boolean;
+  /** The device the request names (`local_id` or `dev_` id); null = the token's own device. */
+  deviceRef: string | null;
+  /** Server receive time, microseconds. */
+  receivedAt: number;
+  /** Measurement time, microseconds; null = receivedAt. */
+  ts: number | null;
+  measurements: ValidMeasurement[];
+  /** Shelly battery value whose unit depends on the device model. */
+  shellyBattery?: number | null;
+  /** Last-will state carried by the request. */
+  lwt?: 'online' | 'offline' | null;
+  /** The request was authenticated but its content is invalid. */
+  error: ApiError | null;
+}
+
+export interface ResolvedChannel {
+  type: string;
+  label: string | null;
+  channel_id: string;
+}
+
+export interface RateInfo {
+  limit: number;
+  remaining: number;
+  resetAt: number;
+}
+
+/** A measurement that was written (not a duplicate), handed to the rule engine. */
+export interface AcceptedPoint {
+  accountId: string;
+  deviceId: string;
+  siteId: string;
+  sensorId: string;
+  channelId: string;
+  sensorSeq: number;
+  kind: string;
+  ts: number;
+  value: number;
+}
+
+export type IngestOutcome =
+  | {
+      ok: true;
+      deviceId: string;
+      accountId: string;
+      accepted: number;
+      deduplicated: number;
+      channels: ResolvedChannel[];
+      rate: RateInfo | null;
+      points: AcceptedPoint[];
+    }
+  | { ok: false; error: ApiError; rate: RateInfo | null };
+
+/** The device row ingest needs, with its site's vertical (for the defaults of new channels). */
+export interface IngestDevice {
+  id: string;
+  account_id: string;
+  site_id: string;
+  local_id: string;
+  model: string;
+  vertical: string;
+  token_hash: string | null;
+}
+
+export interface SensorRef {
+  seq: number;
+  id: string;
+  channel_id: string;
+  device_id: string;
+  kind: string;
+  label_key: string;
+}
+
+export interface NewSensorRow {
+  id: string;
+  channel_id: string;
+  account_id: string;
+  device_id: string;
+  kind: string;
+  label: string | null;
+  label_key: string;
+  unit: string;
+  ok_min: number;
+  ok_max: number;
+  grace_min: number;
+  rule_enabled: number;
+  no_data_min: number;
+  state: 'no_data';
+  created_at: number;
+}
+
+export interface MeasurementRow {
+  sensorSeq: number;
+  ts: number;
+  value: number;
+}
+
+/**
+ * The data access of one ingest unit of work, implemented once per database
+ * (`ingest.store.sqlite.ts`, `ingest.store.postgres.ts`). All calls run inside one transaction.
+ */
+export interface IngestTx {
+  devicesByTokenHash(hashes: string[]): Promise<IngestDevice[]> | IngestDevice[];
+  devicesById(ids: string[]): Promise<IngestDevice[]> | IngestDevice[];
+  /** Adds `count` hits to each bucket's window; returns the counts after. */
+  addRateHits(
+    hits: { bucket: string; count: number }[],
+    windowStart: number,
+  ): Promise<Map<string, number>> | Map<string, number>;
+  findSensors(
+    keys: { deviceId: string; kind: string; labelKey: string }[],
+  ): Promise<SensorRef[]> | SensorRef[];
+  /** Inserts, skipping rows whose (device, kind, label) exists already. */
+  insertSensors(rows: NewSensorRow[]): Promise<void> | void;
+  /** Inserts, skipping (sensor, ts) that exist; says for each row whether it was written. */
+  insertMeasurements(rows: MeasurementRow[]): Promise<boolean[]> | boolean[];
+  /** Moves each sensor's last value forward (never backward: late data keeps the newest). */
+  updateSensorLast(rows: MeasurementRow[]): Promise<void> | void;
+  updateDevices(rows: { id: string; lastSeenAt: number; online: number }[]): Promise<void> | void;
+}
+
+export interface IngestStore {
+  /** Runs `work` in one transaction; rolls back when it throws. */
+  transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T>;
+}
