@@ -2,7 +2,7 @@ import type { Request, Response } from 'express';
 import { IngestValidationError, ingestDeviceRef, validateIngestBody } from '../../../shared/ingest.ts';
 import { parseShellyQuery } from '../../../shared/shelly.ts';
 import { hashSecret } from '../auth/secrets.ts';
-import { Authenticator } from '../auth/authenticator.ts';
+import { Authenticator, USER_TOKEN_PREFIX } from '../auth/authenticator.ts';
 import { InvalidRequest, type ApiError } from '../errors.ts';
 import type { Reply, RouteDef } from '../http/route-table.ts';
 import type { Services } from '../services.ts';
@@ -20,12 +20,20 @@ function capture<T>(work: () => T): { value: T | null; error: ApiError | null } 
   }
 }
 
-/** The credentials of an ingest request: the pipeline's device (Idempotency-Key path) or the raw token. */
-function credentialOf(req: Request, queryToken: boolean): Pick<IngestItem, 'credential' | 'countRate'> {
+/**
+ * The credentials of an ingest request: the pipeline's device (Idempotency-Key path) or the raw
+ * token, checked in the unit of work. A user token is told apart here (403 `forbidden`, not 401).
+ */
+async function credentialOf(
+  req: Request,
+  authenticator: Authenticator,
+  queryToken: boolean,
+): Promise<Pick<IngestItem, 'credential' | 'countRate'>> {
   const principal = req.ctx.principal;
   if (principal?.kind === 'device') return { credential: { kind: 'device', principal }, countRate: false };
   let token = Authenticator.bearer(req.headers.authorization);
   if (token === null && queryToken && typeof req.query.token === 'string') token = req.query.token;
+  if (token?.startsWith(USER_TOKEN_PREFIX)) await authenticator.device(token); // throws 403 or 401
   return { credential: { kind: 'token', tokenHash: token ? hashSecret(token) : null }, countRate: true };
 }
 
@@ -92,7 +100,7 @@ export function ingestRoutes(s: Services): RouteDef[] {
               );
         return answer(
           {
-            ...credentialOf(req, false),
+            ...(await credentialOf(req, s.authenticator, false)),
             deviceRef: ref.value ?? null,
             receivedAt,
             ts: body.value?.ts ?? null,
@@ -125,7 +133,7 @@ export function ingestRoutes(s: Services): RouteDef[] {
         });
         return answer(
           {
-            ...credentialOf(req, true),
+            ...(await credentialOf(req, s.authenticator, true)),
             deviceRef: device,
             receivedAt,
             ts: reading.value?.ts ?? null,
