@@ -1,16 +1,26 @@
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
-/** Base62 text of `bytes` random bytes (rejection-free: each byte maps through a 62-symbol wheel of 248). */
+// Random bytes are drawn from the CSPRNG a page at a time: ids are minted on every request.
+const pool = Buffer.alloc(4096);
+let poolOffset = pool.length;
+
+function randomByte(): number {
+  if (poolOffset >= pool.length) {
+    randomFillSync(pool);
+    poolOffset = 0;
+  }
+  return pool[poolOffset++]!;
+}
+
+/** Base62 text carrying at least `bytes` bytes of entropy (bytes below 248 = 4 × 62 keep it uniform). */
 export function randomBase62(bytes: number): string {
-  // Every symbol carries log2(62) ≈ 5.95 bits; draw bytes below 248 (= 4 × 62) so the mapping is uniform.
-  const length = Math.ceil((bytes * 8) / 5.95);
+  const length = Math.ceil((bytes * 8) / Math.log2(62));
   let out = '';
   while (out.length < length) {
-    for (const b of randomBytes(length)) {
-      if (b < 248 && out.length < length) out += BASE62[b % 62];
-    }
+    const b = randomByte();
+    if (b < 248) out += BASE62[b % 62];
   }
   return out;
 }

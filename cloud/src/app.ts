@@ -2,7 +2,7 @@ import express, { type Express, type Request } from 'express';
 import { newId } from '../../shared/ids.ts';
 import { BODY_LIMIT_BYTES, errorHandler, notFoundHandler } from './http/error-handler.ts';
 import { mountRoutes, type RouteDef } from './http/route-table.ts';
-import { redactUrl } from './logger.ts';
+import { redactUrl, type Logger } from './logger.ts';
 import { allRoutes } from './routes.ts';
 import type { Services } from './services.ts';
 
@@ -15,13 +15,23 @@ export function createApp(s: Services): { app: Express; routes: RouteDef[] } {
 
   app.use((req, res, next) => {
     const requestId = newId('req');
-    req.ctx = { requestId, log: s.log.child({ req_id: requestId }), principal: null, rawBody: null };
+    let log: Logger | null = null;
+    req.ctx = {
+      requestId,
+      // The request's child logger is made on first use: most requests log one line only.
+      get log() {
+        return (log ??= s.log.child({ req_id: requestId }));
+      },
+      principal: null,
+      rawBody: null,
+    };
     res.set('X-Request-Id', requestId);
     const started = performance.now();
     res.on('finish', () => {
       const principal = req.ctx.principal;
-      req.ctx.log.info(
+      s.log.info(
         {
+          req_id: requestId,
           method: req.method,
           url: redactUrl(req.originalUrl),
           status: res.statusCode,

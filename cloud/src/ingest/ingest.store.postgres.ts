@@ -1,4 +1,6 @@
 import type pg from 'pg';
+import { MEASUREMENT_GROUP_SHIFT } from '../storage/layout.ts';
+import { creditFirst } from './ingest.types.ts';
 import type { IngestDevice, IngestStore, IngestTx, NewSensorRow, SensorRef } from './ingest.types.ts';
 
 const DEVICE_SQL = `SELECT d.id, d.account_id, d.site_id, d.local_id, d.model, s.vertical, d.token_hash
@@ -86,14 +88,12 @@ export class PostgresIngestStore implements IngestStore {
       insertMeasurements: async (rows) => {
         const inserted = await q<{ sensor_seq: number; ts: number }>(
           'ingest_insert_measurements',
-          `INSERT INTO measurements (sensor_seq, ts, value)
-           SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::float8[])
+          `INSERT INTO measurements (grp, sensor_seq, ts, value)
+           SELECT s >> ${MEASUREMENT_GROUP_SHIFT}, s, t, v FROM unnest($1::bigint[], $2::bigint[], $3::float8[]) AS u(s, t, v)
            ON CONFLICT DO NOTHING RETURNING sensor_seq, ts`,
           [rows.map((r) => r.sensorSeq), rows.map((r) => r.ts), rows.map((r) => r.value)],
         );
-        // A key is credited to the first row that carried it; later ones are duplicates.
-        const fresh = new Set(inserted.map((r) => `${r.sensor_seq}:${r.ts}`));
-        return rows.map((r) => fresh.delete(`${r.sensorSeq}:${r.ts}`));
+        return creditFirst(rows, inserted);
       },
       updateSensorLast: async (rows) => {
         await q(

@@ -1,4 +1,6 @@
 import type BetterSqlite3 from 'better-sqlite3';
+import { measurementGroup } from '../storage/layout.ts';
+import { creditFirst } from './ingest.types.ts';
 import type { Db } from '../storage/database.ts';
 import type {
   IngestDevice,
@@ -14,6 +16,9 @@ import type {
  * one `BEGIN IMMEDIATE` transaction. The Kysely connection is held for its duration, so no other
  * query of this process can slip in between.
  */
+/** Rows per INSERT statement (4 parameters each, well under SQLite's limit of 32766). */
+const CHUNK = 128;
+
 export class SqliteIngestStore implements IngestStore {
   private readonly tx: IngestTx;
 
@@ -40,11 +45,26 @@ export class SqliteIngestStore implements IngestStore {
          @grace_min, @rule_enabled, @no_data_min, @state, @created_at)
        ON CONFLICT (device_id, kind, label_key) DO NOTHING`,
     );
-    const insertMeasurement = sqlite.prepare<[number, number, number]>(
-      `INSERT INTO measurements (sensor_seq, ts, value) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
-    );
-    const updateSensor = sqlite.prepare<[number, number, number, number]>(
-      `UPDATE sensors SET last_value = ?, last_ts = ? WHERE seq = ? AND (last_ts IS NULL OR last_ts <= ?)`,
+    // Rows go in by statements of up to CHUNK rows: far fewer calls than one per row.
+    const insertChunk = new Map<
+      number,
+      BetterSqlite3.Statement<number[], { sensor_seq: number; ts: number }>
+    >();
+    const insertStatement = (n: number) => {
+      let statement = insertChunk.get(n);
+      if (!statement) {
+        const values = Array.from({ length: n }, () => '(?, ?, ?, ?)').join(', ');
+        statement = sqlite.prepare(
+          `INSERT INTO measurements (grp, sensor_seq, ts, value) VALUES ${values} ON CONFLICT DO NOTHING RETURNING sensor_seq, ts`,
+        );
+        insertChunk.set(n, statement);
+      }
+      return statement;
+    };
+    const updateSensors = sqlite.prepare<[string]>(
+      `UPDATE sensors SET last_value = u.value ->> 2, last_ts = u.value ->> 1
+       FROM json_each(?) AS u
+       WHERE sensors.seq = u.value ->> 0 AND (sensors.last_ts IS NULL OR sensors.last_ts <= u.value ->> 1)`,
     );
     const updateDevice = sqlite.prepare<[number, number, string]>(
       `UPDATE devices SET last_seen_at = MAX(COALESCE(last_seen_at, 0), ?), online = ? WHERE id = ?`,
@@ -58,10 +78,18 @@ export class SqliteIngestStore implements IngestStore {
       insertSensors: (rows) => {
         for (const row of rows) insertSensor.run(row);
       },
-      insertMeasurements: (rows: MeasurementRow[]) =>
-        rows.map((r) => insertMeasurement.run(r.sensorSeq, r.ts, r.value).changes === 1),
+      insertMeasurements: (rows: MeasurementRow[]) => {
+        const inserted: { sensor_seq: number; ts: number }[] = [];
+        for (let start = 0; start < rows.length; start += CHUNK) {
+          const chunk = rows.slice(start, start + CHUNK);
+          const params: number[] = [];
+          for (const r of chunk) params.push(measurementGroup(r.sensorSeq), r.sensorSeq, r.ts, r.value);
+          inserted.push(...insertStatement(chunk.length).all(...params));
+        }
+        return creditFirst(rows, inserted);
+      },
       updateSensorLast: (rows) => {
-        for (const r of rows) updateSensor.run(r.value, r.ts, r.sensorSeq, r.ts);
+        updateSensors.run(JSON.stringify(rows.map((r) => [r.sensorSeq, r.ts, r.value])));
       },
       updateDevices: (rows) => {
         for (const r of rows) updateDevice.run(r.lastSeenAt, r.online, r.id);

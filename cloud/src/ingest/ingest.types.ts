@@ -137,3 +137,15 @@ export interface IngestStore {
   /** Runs `work` in one transaction; rolls back when it throws. */
   transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T>;
 }
+
+/**
+ * Which rows of an insert were written, from the keys the database returned: a key is credited to
+ * the first row that carried it; later rows with the same (channel, ts) are duplicates.
+ */
+export function creditFirst(
+  rows: MeasurementRow[],
+  inserted: { sensor_seq: number; ts: number }[],
+): boolean[] {
+  const fresh = new Set(inserted.map((r) => `${r.sensor_seq}:${r.ts}`));
+  return rows.map((r) => fresh.delete(`${r.sensorSeq}:${r.ts}`));
+}

@@ -84,7 +84,8 @@ export interface Tables {
     state: 'ok' | 'grace' | 'alarm' | 'silent' | 'no_data';
     created_at: number;
   };
-  measurements: { sensor_seq: number; ts: number; value: number };
+  /** `grp` is `sensor_seq >> MEASUREMENT_GROUP_SHIFT` (storage/layout.ts). */
+  measurements: { grp: number; sensor_seq: number; ts: number; value: number };
   audit_log: {
     id: string;
     account_id: string;

@@ -89,14 +89,14 @@ export const initial: Migration = {
        state TEXT NOT NULL,
        created_at BIGINT NOT NULL,
        UNIQUE (device_id, kind, label_key))`,
-    // Clustered by (sensor, ts): a channel's range read is one contiguous scan, and the key is the dedup rule.
+    // Clustered by (channel group, ts, channel): see storage/layout.ts. The key is the dedup rule.
     d.dialect === 'postgres'
       ? `CREATE TABLE measurements (
-           sensor_seq BIGINT NOT NULL, ts BIGINT NOT NULL, value DOUBLE PRECISION NOT NULL,
-           PRIMARY KEY (sensor_seq, ts)) PARTITION BY RANGE (ts)`
+           grp BIGINT NOT NULL, sensor_seq BIGINT NOT NULL, ts BIGINT NOT NULL, value DOUBLE PRECISION NOT NULL,
+           PRIMARY KEY (grp, ts, sensor_seq)) PARTITION BY RANGE (ts)`
       : `CREATE TABLE measurements (
-           sensor_seq INTEGER NOT NULL, ts INTEGER NOT NULL, value REAL NOT NULL,
-           PRIMARY KEY (sensor_seq, ts)) WITHOUT ROWID`,
+           grp INTEGER NOT NULL, sensor_seq INTEGER NOT NULL, ts INTEGER NOT NULL, value REAL NOT NULL,
+           PRIMARY KEY (grp, ts, sensor_seq)) WITHOUT ROWID`,
     ...(d.dialect === 'postgres'
       ? [`CREATE TABLE measurements_default PARTITION OF measurements DEFAULT`]
       : []),

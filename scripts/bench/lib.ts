@@ -1,0 +1,154 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+
+/** Shared pieces of the benchmarks: server processes, peak RSS, a throwaway PostgreSQL database, tables. */
+export const ROOT = path.resolve(import.meta.dirname, '../..');
+
+export interface ServerProcess {
+  child: ChildProcess;
+  url: string;
+  pid: number;
+  /** Peak resident set size so far, MiB (VmHWM). */
+  peakRssMiB(): number;
+  stop(): Promise<void>;
+}
+
+export function tempDir(prefix: string): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+/** Starts a TypeScript entry point in its own process and waits for `(HTTP port N)` on stdout. */
+export async function startServer(
+  entry: string,
+  env: Record<string, string>,
+  nodeArgs: string[] = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean),
+): Promise<ServerProcess> {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', entry], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', MQTT_PORT: '0', LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      const m = /\(HTTP port (\d+)\)/.exec(out);
+      if (m) resolve(Number(m[1]));
+    });
+    child.on('exit', (code) => reject(new Error(`${entry} exited with ${code} before listening`)));
+  });
+  const pid = child.pid!;
+  return {
+    child,
+    pid,
+    url: `http://127.0.0.1:${port}`,
+    peakRssMiB: () => {
+      const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+      const kb = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0);
+      return Math.round(kb / 1024);
+    },
+    stop: async () => {
+      const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/** A database of its own on the PostgreSQL server, dropped by `drop()`. */
+export async function throwawayPostgres(adminUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `bench_${Date.now().toString(36)}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const c = new pg.Client({ connectionString: adminUrl });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+async function call(url: string, method: string, body: unknown, headers: Record<string, string> = {}) {
+  const response = await fetch(url, {
+    method,
+    headers: { 'content-type': 'application/json', ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const json = (await response.json()) as Record<string, unknown>;
+  if (!response.ok) throw new Error(`${method} ${url}: ${response.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+/**
+ * Signs up through the API as a person would (code from the outbox), then makes an admin token,
+ * a site and `devices` devices. Returns the user token and each device's ingest token.
+ */
+export async function setUpAccount(
+  url: string,
+  dataDir: string,
+  devices: number,
+): Promise<{ token: string; siteId: string; devices: { localId: string; id: string; token: string }[] }> {
+  const email = 'bench@example.com';
+  await call(`${url}/v1/auth/request`, 'POST', { email });
+  const outbox = path.join(dataDir, 'outbox');
+  let code: string | undefined;
+  for (let i = 0; i < 500 && !code; i++) {
+    for (const file of fs.existsSync(outbox) ? fs.readdirSync(outbox) : []) {
+      code = /^Subject: Your sign-in code: (\w{3}-\w{3})$/m.exec(
+        fs.readFileSync(path.join(outbox, file), 'utf8'),
+      )?.[1];
+    }
+    if (!code) await new Promise((r) => setTimeout(r, 20));
+  }
+  if (!code) throw new Error('no sign-in mail in the outbox');
+  const verified = await fetch(`${url}/v1/auth/verify`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email, code }),
+  });
+  const cookie = verified.headers.getSetCookie()[0]!.split(';')[0]!;
+  const token = (await call(`${url}/v1/tokens`, 'POST', { label: 'bench', scope: 'admin' }, { cookie }))
+    .token as string;
+  const auth = { authorization: `Bearer ${token}` };
+  const siteId = (await call(`${url}/v1/sites`, 'POST', { name: 'Bench', vertical: 'food_service' }, auth))
+    .id as string;
+  const made = [];
+  for (let i = 0; i < devices; i++) {
+    const d = await call(
+      `${url}/v1/devices`,
+      'POST',
+      { site_id: siteId, local_id: `bench-${i}`, name: `Bench ${i}`, model: 'http-generic' },
+      auth,
+    );
+    made.push({ localId: `bench-${i}`, id: d.id as string, token: d.ingest_token as string });
+  }
+  return { token, siteId, devices: made };
+}
+
+export function printTable(title: string, header: string[], rows: (string | number)[][]): void {
+  const cells = [header, ...rows.map((r) => r.map(String))];
+  const widths = header.map((_, c) => Math.max(...cells.map((r) => r[c]!.length)));
+  const line = (r: string[]) => `| ${r.map((v, c) => v.padEnd(widths[c]!)).join(' | ')} |`;
+  console.log(`\n${title}\n`);
+  console.log(line(header));
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  for (const r of cells.slice(1)) console.log(line(r));
+}
+
+export function writeResults(name: string, data: unknown): string {
+  const dir = path.join(ROOT, 'bench-results');
+  fs.mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, `${name}-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  fs.writeFileSync(file, JSON.stringify(data, null, 2));
+  return file;
+}

@@ -1,0 +1,104 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import autocannon from 'autocannon';
+
+/**
+ * Load generation for the HTTP benchmarks. wrk (Debian) is preferred: written in C, it leaves the
+ * server most of a core on a 2-core machine. autocannon (npm) is the fallback when wrk is absent.
+ * Each request carries a fresh timestamp, so none is a duplicate: every one is a real write.
+ */
+export interface IngestLoad {
+  url: string;
+  devices: { localId: string; token: string }[];
+  /** The `measurements` array, as JSON. */
+  measurementsJson: string;
+  connections: number;
+  durationS: number;
+}
+
+export interface LoadResult {
+  generator: 'wrk' | 'autocannon';
+  requestsPerSec: number;
+  non2xx: number;
+  errors: number;
+}
+
+const exec = promisify(execFile);
+const BASE_SECONDS = Date.UTC(2025, 0, 1) / 1000;
+
+function hasWrk(): boolean {
+  return (process.env.PATH ?? '').split(':').some((dir) => fs.existsSync(path.join(dir, 'wrk')));
+}
+
+export async function runIngestLoad(load: IngestLoad): Promise<LoadResult> {
+  return hasWrk() && process.env.BENCH_GENERATOR !== 'autocannon' ? runWrk(load) : runAutocannon(load);
+}
+
+async function runWrk(load: IngestLoad): Promise<LoadResult> {
+  const lua = `
+local devices = { ${load.devices.map((d) => `{"${d.localId}", "${d.token}"}`).join(', ')} }
+local measurements = '${load.measurementsJson}'
+local counter = 0
+request = function()
+  counter = counter + 1
+  local d = devices[(counter % #devices) + 1]
+  local ts = os.date("!%Y-%m-%dT%H:%M:%SZ", ${BASE_SECONDS} + math.floor(counter / #devices))
+  local body = '{"device":"' .. d[1] .. '","ts":"' .. ts .. '","measurements":' .. measurements .. '}'
+  return wrk.format("POST", "/v1/ingest", { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. d[2] }, body)
+end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("RESULT %d %d %d %d\\n", summary.requests, summary.duration, e.status, e.connect + e.read + e.write + e.timeout))
+end
+`;
+  const script = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'wrk-')), 'ingest.lua');
+  fs.writeFileSync(script, lua);
+  // One thread: its counter keeps every timestamp unique; it drives all connections with epoll.
+  const { stdout } = await exec(
+    'wrk',
+    ['-t1', `-c${load.connections}`, `-d${load.durationS}s`, '-s', script, load.url],
+    {
+      maxBuffer: 1 << 20,
+    },
+  );
+  const m = /RESULT (\d+) (\d+) (\d+) (\d+)/.exec(stdout);
+  if (!m) throw new Error(`wrk printed no result:\n${stdout}`);
+  const [requests, durationUs, non2xx, errors] = m.slice(1).map(Number) as [number, number, number, number];
+  return { generator: 'wrk', requestsPerSec: requests / (durationUs / 1e6), non2xx, errors };
+}
+
+async function runAutocannon(load: IngestLoad): Promise<LoadResult> {
+  let seq = 0;
+  const result = await autocannon({
+    url: load.url,
+    connections: load.connections,
+    duration: load.durationS,
+    requests: [
+      {
+        method: 'POST',
+        path: '/v1/ingest',
+        setupRequest: (req) => {
+          const n = seq++;
+          const device = load.devices[n % load.devices.length]!;
+          const ts = new Date((BASE_SECONDS + Math.floor(n / load.devices.length)) * 1000)
+            .toISOString()
+            .replace('.000', '');
+          return {
+            ...req,
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${device.token}` },
+            body: `{"device":"${device.localId}","ts":"${ts}","measurements":${load.measurementsJson}}`,
+          };
+        },
+      },
+    ],
+  });
+  return {
+    generator: 'autocannon',
+    requestsPerSec: result.requests.total / load.durationS,
+    non2xx: result.non2xx,
+    errors: result.errors,
+  };
+}

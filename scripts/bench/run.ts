@@ -1,0 +1,32 @@
+import { benchIngest, ingestTable } from './ingest.ts';
+import { printTable, writeResults } from './lib.ts';
+
+/**
+ * `npm run bench`: every benchmark, each against its baseline measured in the same run.
+ * PostgreSQL runs when BENCH_DATABASE_URL (or TEST_DATABASE_URL) names a server; BENCH_ONLY picks
+ * one benchmark by name.
+ */
+const postgres =
+  process.env.BENCH_DATABASE_URL ??
+  process.env.TEST_DATABASE_URL ??
+  'postgres://postgres@127.0.0.1:5432/test';
+const only = process.env.BENCH_ONLY;
+
+async function main(): Promise<void> {
+  const results: Record<string, unknown> = {
+    at: new Date().toISOString(),
+    cpus: (await import('node:os')).cpus().length,
+  };
+  if (!only || only === 'ingest') {
+    const rows = await benchIngest(postgres === 'none' ? null : postgres);
+    results.ingest = rows;
+    printTable('Ingest (POST /v1/ingest, keep-alive)', ...ingestTable(rows));
+  }
+  const file = writeResults('bench', results);
+  console.log(`\nresults written to ${file}`);
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
