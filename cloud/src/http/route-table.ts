@@ -1,4 +1,5 @@
 import type { Express, Request, Response } from 'express';
+import type { z } from 'zod';
 import { readCookie, SESSION_COOKIE, type Authenticator } from '../auth/authenticator.ts';
 import { sessionCookie } from '../auth/cookie.ts';
 import type { Config } from '../config.ts';
@@ -6,7 +7,7 @@ import { Conflict, Forbidden, InvalidRequest, RateLimited, Unauthenticated } fro
 import { fingerprint, MAX_IDEMPOTENCY_KEY_LENGTH, type IdempotencyStore } from '../limits/idempotency.ts';
 import type { RateLimiter } from '../limits/rate-limiter.ts';
 import type { Principal, Scope } from './context.ts';
-import { errorBody, toApiError } from './error-handler.ts';
+import { errorBody, toApiError, type ErrorBody } from './error-handler.ts';
 
 /**
  * Every endpoint is declared as data: method, path, who may call it and what it does. The pipeline
@@ -51,6 +52,13 @@ export interface RouteDef {
   /** `json` (default): the body is parsed after authentication; `raw`: left in `req.ctx.rawBody`. */
   body?: 'json' | 'raw';
   summary: string;
+  /** For the OpenAPI document (`/v1/openapi.json`): the query and body schemas the handler parses with. */
+  query?: z.ZodType;
+  requestBody?: z.ZodType;
+  /** For the OpenAPI document: the success status and what it answers. */
+  success?: { status: number; description: string };
+  /** For the OpenAPI document: the error codes this route can answer beyond auth, scope and rate limits. */
+  errors?: string[];
   /** Answers with a Reply, or writes the response itself (streams) and returns undefined. */
   handler: (req: Request, res: Response) => Promise<Reply | undefined>;
 }
@@ -224,7 +232,7 @@ async function runWithIdempotency(
   }
   if (begun.kind === 'replay') {
     res.set('Idempotent-Replayed', 'true');
-    send(res, { status: begun.status, body: begun.body });
+    send(res, { status: begun.status, body: withRequestId(begun.status, begun.body, req.ctx.requestId) });
     return;
   }
   let reply: Reply | undefined;
@@ -239,6 +247,15 @@ async function runWithIdempotency(
   if (!reply || reply.status >= 500) await deps.idempotency.release(scope, key);
   else await deps.idempotency.complete(scope, key, reply.status, reply.body ?? null);
   send(res, reply);
+}
+
+/**
+ * A replayed error carries this request's id, like its `X-Request-Id` (decisions, "General"); the
+ * status, code and message are the first answer's.
+ */
+function withRequestId(status: number, body: unknown, requestId: string): unknown {
+  const error = status >= 400 ? (body as Partial<ErrorBody> | null)?.error : undefined;
+  return error ? { ...(body as ErrorBody), error: { ...error, request_id: requestId } } : body;
 }
 
 function send(res: Response, reply: Reply | undefined): void {
