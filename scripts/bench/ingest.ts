@@ -1,12 +1,5 @@
 import { runIngestLoad } from './load.ts';
-import {
-  printTable,
-  setUpAccount,
-  startServer,
-  tempDir,
-  throwawayPostgres,
-  type ServerProcess,
-} from './lib.ts';
+import { setUpAccount, startServer, tempDir, throwawayPostgres, type ServerProcess } from './lib.ts';
 
 /**
  * Ingest throughput (issue 3): requests/s and measurements/s for 1 and 32 measurements per request
@@ -93,7 +86,7 @@ export async function benchIngest(postgresUrl: string | null): Promise<IngestRow
 
   const targets: {
     name: string;
-    env: () => Promise<{ env: Record<string, string>; cleanup(): Promise<void> }>;
+    env: () => Promise<{ env: Record<string, string>; cleanup: () => Promise<void> }>;
   }[] = [{ name: 'cloud on SQLite', env: async () => ({ env: {}, cleanup: async () => undefined }) }];
   if (postgresUrl) {
     targets.push({

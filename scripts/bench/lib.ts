@@ -33,7 +33,7 @@ export async function startServer(
   });
   const port = await new Promise<number>((resolve, reject) => {
     let out = '';
-    child.stdout!.on('data', (c: Buffer) => {
+    child.stdout.on('data', (c: Buffer) => {
       out += c.toString();
       const m = /\(HTTP port (\d+)\)/.exec(out);
       if (m) resolve(Number(m[1]));
@@ -59,7 +59,9 @@ export async function startServer(
 }
 
 /** A database of its own on the PostgreSQL server, dropped by `drop()`. */
-export async function throwawayPostgres(adminUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+export async function throwawayPostgres(
+  adminUrl: string,
+): Promise<{ url: string; drop: () => Promise<void> }> {
   const name = `bench_${Date.now().toString(36)}`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();

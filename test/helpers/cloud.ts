@@ -22,12 +22,15 @@ export interface TestCloud {
 
 /**
  * A real cloud on 127.0.0.1, port 0, with its own database and data directory, capturing its logs.
- * `env` overrides the environment as an operator would set it.
+ * `env` overrides the environment as an operator would set it. `sameDatabaseAs` starts a second
+ * process of the same installation (one SQLite file or PostgreSQL schema shared by both); the
+ * database then belongs to the first, which disposes of it.
  */
 export async function startTestCloud(
-  options: { db?: DbKind; env?: Record<string, string>; clock?: Clock } = {},
+  options: { db?: DbKind; env?: Record<string, string>; clock?: Clock; sameDatabaseAs?: TestCloud } = {},
 ): Promise<TestCloud> {
-  const database = testDatabase(options.db ?? 'sqlite');
+  const shared = options.sameDatabaseAs?.database;
+  const database = shared ?? testDatabase(options.db ?? 'sqlite');
   const config = loadConfig({
     PORT: '0',
     HOST: '127.0.0.1',
@@ -71,7 +74,7 @@ export async function startTestCloud(
       }),
     stop: async () => {
       await cloud.stop();
-      await database.dispose();
+      if (!shared) await database.dispose();
     },
   };
 }

@@ -3,7 +3,7 @@ export interface Answer {
   status: number;
   headers: Headers;
   text: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+
   json: any;
   cookie(name: string): string | null;
 }

@@ -3,12 +3,13 @@ import { InvalidRequest } from '../errors.ts';
 
 /**
  * Cursor pagination (interface spec, "Pagination"): `limit` 1..500 (default 100), an opaque `cursor`,
- * and `{data, next_cursor, has_more}`. A cursor is the sort key of the last row, base64url-encoded.
+ * and `{data, next_cursor, has_more}`. A cursor is the sort key of the last row, base64url-encoded:
+ * every list here is ordered by an integer time and then the id (see `storage/keyset.ts`).
  */
 export const MAX_LIMIT = 500;
 export const DEFAULT_LIMIT = 100;
 
-export type CursorKey = readonly (string | number)[];
+export type CursorKey = readonly [sortValue: number, id: string];
 
 export interface PageRequest {
   limit: number;
@@ -34,7 +35,9 @@ export function decodeCursor(cursor: string | undefined): CursorKey | null {
   if (cursor === undefined) return null;
   try {
     const key: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (Array.isArray(key) && key.every((k) => typeof k === 'string' || typeof k === 'number')) return key;
+    // Only the shape we issue: anything else would page wrongly, or fail in the database (500 on PostgreSQL).
+    if (Array.isArray(key) && key.length === 2 && Number.isSafeInteger(key[0]) && typeof key[1] === 'string')
+      return [key[0] as number, key[1]];
   } catch {
     // fall through: a cursor we did not make
   }

@@ -24,7 +24,7 @@ function defaultRetryDelayMs(attempts: number): number {
 /**
  * Work that must outlive a request (mail, webhook deliveries, reports) goes into the `jobs` table,
  * in the same transaction as the change that caused it, and is claimed by whichever replica is free:
- * `FOR UPDATE SKIP LOCKED` on PostgreSQL, a short write transaction on SQLite (one writer anyway).
+ * one `UPDATE … RETURNING` on both databases, with `FOR UPDATE SKIP LOCKED` on PostgreSQL.
  */
 export class JobQueue {
   private readonly handlers = new Map<string, JobHandler>();
@@ -114,44 +114,28 @@ export class JobQueue {
     }
   }
 
+  /**
+   * One statement on both databases. On SQLite it takes the write lock before it reads, so processes
+   * sharing the file wait for each other (busy_timeout); a read-then-update transaction instead fails
+   * with SQLITE_BUSY when another process claims in between.
+   */
   private async claim(): Promise<JobRow | undefined> {
     const { database, clock } = this.deps;
     const now = clock.nowMicros();
     const kinds = [...this.handlers.keys()];
     if (kinds.length === 0) return undefined;
     const lockedUntil = now + LOCK_MICROS;
-    if (database.dialect === 'postgres') {
-      const result = await sql<JobRow>`
-        UPDATE jobs SET locked_until = ${lockedUntil}, attempts = attempts + 1
-        WHERE id = (
-          SELECT id FROM jobs
-          WHERE done_at IS NULL AND failed_at IS NULL AND run_at <= ${now}
-            AND (locked_until IS NULL OR locked_until < ${now})
-            AND kind IN (${sql.join(kinds)})
-          ORDER BY run_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-        RETURNING *`.execute(database.db);
-      return result.rows[0];
-    }
-    return database.db.transaction().execute(async (trx) => {
-      const job = await trx
-        .selectFrom('jobs')
-        .selectAll()
-        .where('done_at', 'is', null)
-        .where('failed_at', 'is', null)
-        .where('run_at', '<=', now)
-        .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
-        .where('kind', 'in', kinds)
-        .orderBy('run_at')
-        .limit(1)
-        .executeTakeFirst();
-      if (!job) return undefined;
-      await trx
-        .updateTable('jobs')
-        .set({ locked_until: lockedUntil, attempts: job.attempts + 1 })
-        .where('id', '=', job.id)
-        .execute();
-      return { ...job, locked_until: lockedUntil, attempts: job.attempts + 1 };
-    });
+    const skipLocked = sql.raw(database.dialect === 'postgres' ? 'FOR UPDATE SKIP LOCKED' : '');
+    const result = await sql<JobRow>`
+      UPDATE jobs SET locked_until = ${lockedUntil}, attempts = attempts + 1
+      WHERE id = (
+        SELECT id FROM jobs
+        WHERE done_at IS NULL AND failed_at IS NULL AND run_at <= ${now}
+          AND (locked_until IS NULL OR locked_until < ${now})
+          AND kind IN (${sql.join(kinds)})
+        ORDER BY run_at LIMIT 1 ${skipLocked})
+      RETURNING *`.execute(database.db);
+    return result.rows[0];
   }
 
   private async execute(job: JobRow): Promise<void> {

@@ -9,7 +9,8 @@ const nonNegative = z.number().min(0, 'must not be negative');
 const PatchSensor = z.strictObject({
   ok_min: z.number().optional(),
   ok_max: z.number().optional(),
-  grace_min: nonNegative.optional(),
+  // whole minutes: the column is an integer (a fraction was a 500 on PostgreSQL)
+  grace_min: nonNegative.int().optional(),
   rule_enabled: z.boolean().optional(),
   no_data_min: nonNegative
     .int()

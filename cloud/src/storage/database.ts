@@ -47,6 +47,8 @@ function openSqlite(file: string): Database {
   // FULL: a committed transaction survives power loss, not only a process crash (a 200 means stored).
   sqlite.pragma('synchronous = FULL');
   sqlite.pragma('foreign_keys = ON');
+  // 64 MiB of page cache: ingest touches many channels' pages per commit (storage/layout.ts).
+  sqlite.pragma('cache_size = -65536');
   sqlite.pragma('busy_timeout = 5000');
   const db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: sqlite }) });
   return {
@@ -67,7 +69,11 @@ async function openPostgres(url: string, options: OpenOptions): Promise<Database
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
     try {
+      // Under the migration lock: two `CREATE SCHEMA IF NOT EXISTS` at once can still collide.
+      await admin.query('BEGIN');
+      await admin.query(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`);
       await admin.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+      await admin.query('COMMIT');
     } finally {
       await admin.end();
     }
@@ -97,19 +103,25 @@ const DDL: Record<Dialect, DialectSql> = {
   postgres: { dialect: 'postgres', autoIncrementKey: 'BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY' },
 };
 
+/** The PostgreSQL advisory lock key that serialises schema creation and migrations across processes. */
+const MIGRATION_LOCK = 7335001;
+
 /**
  * Applies pending migrations in one transaction. On PostgreSQL an advisory lock makes replicas that
  * start together apply them once; on SQLite `BEGIN IMMEDIATE` does the same for processes on one file.
+ * The bookkeeping table is created under the lock too: concurrent `CREATE TABLE IF NOT EXISTS` collide
+ * on PostgreSQL.
  */
 async function migrate(database: Database): Promise<void> {
   const { db, dialect } = database;
   await db.connection().execute(async (conn) => {
-    await sql`CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)`.execute(
-      conn,
-    );
     await sql.raw(dialect === 'sqlite' ? 'BEGIN IMMEDIATE' : 'BEGIN').execute(conn);
     try {
-      if (dialect === 'postgres') await sql`SELECT pg_advisory_xact_lock(7335001)`.execute(conn);
+      if (dialect === 'postgres')
+        await sql`SELECT pg_advisory_xact_lock(${sql.lit(MIGRATION_LOCK)})`.execute(conn);
+      await sql`CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)`.execute(
+        conn,
+      );
       const applied = await sql<{ name: string }>`SELECT name FROM schema_migrations`.execute(conn);
       const done = new Set(applied.rows.map((r) => r.name));
       for (const migration of MIGRATIONS) {

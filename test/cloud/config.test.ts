@@ -1,0 +1,198 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from '@jest/globals';
+import { ConfigError, loadConfig } from '../../cloud/src/config.ts';
+import { tempDir } from '../helpers/databases.ts';
+import { ROOT } from '../helpers/process.ts';
+
+/** The error loadConfig throws for `env`. */
+function configError(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err;
+    throw err;
+  }
+  throw new Error(`loadConfig accepted ${JSON.stringify(env)}`);
+}
+
+describe('loadConfig', () => {
+  it('starts from the documented defaults: port 8080, SQLite in ./data, open sign-up, enforced limits', () => {
+    const config = loadConfig({});
+    const dataDir = path.resolve('./data');
+    expect(config).toEqual({
+      port: 8080,
+      host: '0.0.0.0',
+      mqttPort: 8883,
+      dataDir,
+      databaseUrl: `sqlite:${path.join(dataDir, 'cloud.db')}`,
+      baseUrl: 'http://localhost:8080',
+      publicBaseUrl: 'http://localhost:8080',
+      dashboardDomain: null,
+      smtpUrl: null,
+      mailFrom: 'Sensor Monitoring <no-reply@localhost>',
+      signup: 'open',
+      retentionDays: 730,
+      rateLimitMode: 'enforce',
+      rateLimits: { mgmtPerMin: 600, ingestPerMin: 60, readPerMin: 120, reportPerMin: 4 },
+      webhookAllowPrivate: false,
+      logLevel: 'info',
+    });
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(Object.isFrozen(config.rateLimits)).toBe(true);
+  });
+
+  it('reads every variable an operator sets', () => {
+    const config = loadConfig({
+      PORT: '0',
+      HOST: '127.0.0.1',
+      MQTT_PORT: '0',
+      DATA_DIR: '/var/lib/monitor',
+      DATABASE_URL: 'postgresql://monitor@db:5432/monitor',
+      BASE_URL: 'https://api.example.com/',
+      PUBLIC_BASE_URL: 'https://public.example.com',
+      DASHBOARD_DOMAIN: 'app.example.com',
+      SMTP_URL: 'smtps://user:pass@mail.example.com',
+      MAIL_FROM: 'Alerts <alerts@example.com>',
+      SIGNUP: 'closed',
+      RETENTION_DAYS: '365',
+      RATE_LIMIT_MODE: 'warn',
+      RATE_LIMIT_MGMT_PER_MIN: '5',
+      RATE_LIMIT_INGEST_PER_MIN: '6',
+      RATE_LIMIT_READ_PER_MIN: '7',
+      RATE_LIMIT_REPORT_PER_MIN: '8',
+      WEBHOOK_ALLOW_PRIVATE: '1',
+      LOG_LEVEL: 'debug',
+    });
+    expect(config).toEqual({
+      port: 0,
+      host: '127.0.0.1',
+      mqttPort: 0,
+      dataDir: '/var/lib/monitor',
+      databaseUrl: 'postgresql://monitor@db:5432/monitor',
+      baseUrl: 'https://api.example.com',
+      publicBaseUrl: 'https://public.example.com',
+      dashboardDomain: 'app.example.com',
+      smtpUrl: 'smtps://user:pass@mail.example.com',
+      mailFrom: 'Alerts <alerts@example.com>',
+      signup: 'closed',
+      retentionDays: 365,
+      rateLimitMode: 'warn',
+      rateLimits: { mgmtPerMin: 5, ingestPerMin: 6, readPerMin: 7, reportPerMin: 8 },
+      webhookAllowPrivate: true,
+      logLevel: 'debug',
+    });
+  });
+
+  it('treats an empty value as unset, and derives the public URL from BASE_URL', () => {
+    const config = loadConfig({ PORT: '', SIGNUP: '', BASE_URL: 'http://monitor.local:9000//' });
+    expect(config.port).toBe(8080);
+    expect(config.signup).toBe('open');
+    expect(config.baseUrl).toBe('http://monitor.local:9000');
+    expect(config.publicBaseUrl).toBe('http://monitor.local:9000');
+  });
+
+  it.each([
+    ['PORT', 'abc'],
+    ['PORT', '70000'],
+    ['PORT', '-1'],
+    ['PORT', '80.5'],
+    ['MQTT_PORT', 'mqtt'],
+    ['SIGNUP', 'maybe'],
+    ['DATABASE_URL', 'mysql://x'],
+    ['DATABASE_URL', '/var/lib/cloud.db'],
+    ['BASE_URL', 'ftp://x'],
+    ['BASE_URL', 'not a url'],
+    ['PUBLIC_BASE_URL', 'example.com'],
+    ['DASHBOARD_DOMAIN', 'https://app.example.com'],
+    ['SMTP_URL', 'http://mail.example.com'],
+    ['RETENTION_DAYS', '0'],
+    ['RATE_LIMIT_MODE', 'loud'],
+    ['RATE_LIMIT_MGMT_PER_MIN', 'many'],
+    ['RATE_LIMIT_INGEST_PER_MIN', '-5'],
+    ['WEBHOOK_ALLOW_PRIVATE', 'yes'],
+    ['LOG_LEVEL', 'verbose'],
+  ])('refuses %s=%s with a one-line message naming the variable', (name, value) => {
+    const err = configError({ [name]: value });
+    expect(err.message).not.toContain('\n');
+    expect(err.message.startsWith(`invalid ${name}=${JSON.stringify(value)}: `)).toBe(true);
+    expect(err.message.length).toBeGreaterThan(`invalid ${name}=${JSON.stringify(value)}: `.length);
+  });
+});
+
+/** `node --import tsx cloud/src/main.ts` as `npm start` runs it, with its output collected. */
+function startProcess(env: Record<string, string>) {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'cloud/src/main.ts'], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output = { stdout: '', stderr: '' };
+  child.stdout.on('data', (c: Buffer) => (output.stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (output.stderr += c.toString()));
+  const exited = new Promise<number | string>((resolve) =>
+    child.on('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')),
+  );
+  /** Resolves when stdout has a line matching `pattern` (rejects if the process ends first). */
+  const line = (pattern: RegExp) =>
+    new Promise<RegExpExecArray>((resolve, reject) => {
+      const check = () => {
+        const match = pattern.exec(output.stdout);
+        if (match) resolve(match);
+        return match;
+      };
+      if (check()) return;
+      child.stdout.on('data', check);
+      void exited.then((code) => reject(new Error(`exited ${code}: ${output.stderr}`)));
+    });
+  return { child, output, exited, line };
+}
+
+describe('the cloud process', () => {
+  it('exits with code 2 and one stderr line naming PORT when PORT=abc', async () => {
+    const cloud = startProcess({ PORT: 'abc', DATA_DIR: tempDir() });
+    expect(await cloud.exited).toBe(2);
+    expect(cloud.output.stderr.endsWith('\n')).toBe(true);
+    const lines = cloud.output.stderr.trimEnd().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^config error: invalid PORT="abc": /);
+    expect(cloud.output.stdout).toBe('');
+  });
+
+  it('listens on the port the system picks for PORT=0, answers, and exits 0 on SIGTERM', async () => {
+    const dataDir = tempDir();
+    let cloud: ReturnType<typeof startProcess> | undefined;
+    try {
+      cloud = startProcess({
+        PORT: '0',
+        HOST: '127.0.0.1',
+        MQTT_PORT: '0',
+        DATA_DIR: dataDir,
+        LOG_LEVEL: 'silent',
+      });
+      const [, port] = await cloud.line(/^cloud listening on \S+ \(HTTP port (\d+)\)$/m);
+      expect(Number(port)).toBeGreaterThan(0);
+      const url = `http://127.0.0.1:${port}`;
+      const answer = await fetch(`${url}/v1/sites`);
+      expect(answer.status).toBe(401);
+      expect(((await answer.json()) as { error: { code: string } }).error.code).toBe('auth_required');
+      expect(answer.headers.get('x-request-id')).toMatch(/^req_/);
+      // the embedded default: SQLite in DATA_DIR
+      expect(fs.existsSync(path.join(dataDir, 'cloud.db'))).toBe(true);
+
+      cloud.child.kill('SIGTERM');
+      expect(await cloud.exited).toBe(0);
+      expect(cloud.output.stdout).toContain('SIGTERM: finishing in-flight requests and jobs');
+      expect(cloud.output.stderr).toBe('');
+      await expect(fetch(`${url}/v1/sites`)).rejects.toThrow();
+    } finally {
+      // a failed assertion must not leave the process running
+      if (cloud && cloud.child.exitCode === null && cloud.child.signalCode === null) {
+        cloud.child.kill('SIGKILL');
+        await cloud.exited;
+      }
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});

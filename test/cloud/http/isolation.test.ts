@@ -1,0 +1,251 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { RouteDef } from '../../../cloud/src/http/route-table.ts';
+import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
+import { DATABASES } from '../../helpers/databases.ts';
+import { createDevice, createSite, insertSensor } from '../../helpers/fixtures.ts';
+import type { Answer, CallOptions } from '../../helpers/http.ts';
+
+/** Account A with one of everything, and account B, an admin of another account. */
+interface World {
+  t: TestCloud;
+  a: SignedIn & { siteId: string; deviceId: string; deviceToken: string; sensorId: string; tokenId: string };
+  b: SignedIn;
+}
+
+interface RouteProbe {
+  /** Calls the route naming A's resources wherever it takes one, with the given credentials. */
+  call(w: World, auth: CallOptions): Promise<Answer>;
+  /** What B's admin token gets: A's resource is not found, or B sees and changes only its own. */
+  asOutsider(answer: Answer, w: World): Promise<void> | void;
+}
+
+function notFound(code: string): (answer: Answer) => void {
+  return (answer) => {
+    expect({ status: answer.status, code: answer.json?.error?.code }).toEqual({ status: 404, code });
+  };
+}
+
+/** B gets an answer about its own account only: nothing of A's appears in it. */
+function ownOnly(status: number): (answer: Answer, w: World) => void {
+  return (answer, w) => {
+    expect(answer.status).toBe(status);
+    for (const id of [w.a.accountId, w.a.userId, w.a.siteId, w.a.deviceId, w.a.sensorId, w.a.tokenId])
+      expect(answer.text).not.toContain(id);
+  };
+}
+
+/**
+ * How to call every management route against A's resources. The test below fails when the route
+ * table has a user route that is not here, so a new route cannot escape the isolation check.
+ */
+const PROBES: Record<string, RouteProbe> = {
+  'POST /v1/tokens': {
+    call: ({ t }, auth) => t.http.post('/v1/tokens', { label: 'b', scope: 'read' }, auth),
+    asOutsider: ownOnly(201),
+  },
+  'GET /v1/tokens': { call: ({ t }, auth) => t.http.get('/v1/tokens', auth), asOutsider: ownOnly(200) },
+  'DELETE /v1/tokens/:token_id': {
+    call: ({ t, a }, auth) => t.http.delete(`/v1/tokens/${a.tokenId}`, auth),
+    asOutsider: notFound('token_not_found'),
+  },
+  'GET /v1/accounts/me': {
+    call: ({ t }, auth) => t.http.get('/v1/accounts/me', auth),
+    asOutsider: (answer, w) => {
+      ownOnly(200)(answer, w);
+      expect(answer.json.id).toBe(w.b.accountId);
+    },
+  },
+  'GET /v1/accounts/me/audit': {
+    call: ({ t }, auth) => t.http.get('/v1/accounts/me/audit', auth),
+    asOutsider: ownOnly(200),
+  },
+  'GET /v1/sites': { call: ({ t }, auth) => t.http.get('/v1/sites', auth), asOutsider: ownOnly(200) },
+  'POST /v1/sites': {
+    call: ({ t }, auth) => t.http.post('/v1/sites', { name: 'B site', vertical: 'generic' }, auth),
+    asOutsider: ownOnly(201),
+  },
+  'GET /v1/sites/:site_id': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/sites/${a.siteId}`, auth),
+    asOutsider: notFound('site_not_found'),
+  },
+  'PATCH /v1/sites/:site_id': {
+    call: ({ t, a }, auth) => t.http.patch(`/v1/sites/${a.siteId}`, { name: 'taken over' }, auth),
+    asOutsider: notFound('site_not_found'),
+  },
+  'DELETE /v1/sites/:site_id': {
+    call: ({ t, a }, auth) => t.http.delete(`/v1/sites/${a.siteId}`, auth),
+    asOutsider: notFound('site_not_found'),
+  },
+  'GET /v1/models': { call: ({ t }, auth) => t.http.get('/v1/models', auth), asOutsider: ownOnly(200) },
+  'GET /v1/devices': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/devices?site_id=${a.siteId}`, auth),
+    asOutsider: async (answer, { t, a, b }) => {
+      notFound('site_not_found')(answer);
+      notFound('account_not_found')(
+        await t.http.get(`/v1/devices?account_id=${a.accountId}`, { token: b.token }),
+      );
+      const own = await t.http.get('/v1/devices?account_id=me', { token: b.token });
+      expect(own.json.data).toEqual([]);
+    },
+  },
+  'POST /v1/devices': {
+    call: ({ t, a }, auth) =>
+      t.http.post(
+        '/v1/devices',
+        { site_id: a.siteId, local_id: 'intruder', name: 'x', model: 'http-generic' },
+        auth,
+      ),
+    asOutsider: notFound('site_not_found'),
+  },
+  'GET /v1/devices/:device_id': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/devices/${a.deviceId}`, auth),
+    asOutsider: notFound('device_not_found'),
+  },
+  'PATCH /v1/devices/:device_id': {
+    call: ({ t, a }, auth) => t.http.patch(`/v1/devices/${a.deviceId}`, { name: 'taken over' }, auth),
+    asOutsider: notFound('device_not_found'),
+  },
+  'DELETE /v1/devices/:device_id': {
+    call: ({ t, a }, auth) => t.http.delete(`/v1/devices/${a.deviceId}`, auth),
+    asOutsider: notFound('device_not_found'),
+  },
+  'POST /v1/devices/:device_id/rotate-token': {
+    call: ({ t, a }, auth) => t.http.post(`/v1/devices/${a.deviceId}/rotate-token`, undefined, auth),
+    asOutsider: notFound('device_not_found'),
+  },
+  'GET /v1/devices/:device_id/sensors': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/devices/${a.deviceId}/sensors`, auth),
+    asOutsider: notFound('device_not_found'),
+  },
+  'GET /v1/sensors/:sensor_id': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/sensors/${a.sensorId}`, auth),
+    asOutsider: notFound('sensor_not_found'),
+  },
+  'PATCH /v1/sensors/:sensor_id': {
+    call: ({ t, a }, auth) => t.http.patch(`/v1/sensors/${a.sensorId}`, { ok_max: 99 }, auth),
+    asOutsider: notFound('sensor_not_found'),
+  },
+};
+
+const routeKey = (route: RouteDef) => `${route.method.toUpperCase()} ${route.path}`;
+const isUserRoute = (route: RouteDef) => route.auth === 'user' || route.auth === 'user-or-session';
+
+describe.each(DATABASES)('isolation between accounts on %s', (db) => {
+  let w: World;
+  let routes: RouteDef[];
+  /** A's resources as A saw them before B tried anything. */
+  let before: Record<string, unknown>;
+
+  async function snapshotOfA(): Promise<Record<string, unknown>> {
+    const { t, a } = w;
+    const get = async (path: string) => (await t.http.get(path, { token: a.token })).json;
+    return {
+      site: await get(`/v1/sites/${a.siteId}`),
+      device: await get(`/v1/devices/${a.deviceId}`),
+      sensor: await get(`/v1/sensors/${a.sensorId}`),
+      tokens: (await get('/v1/tokens')).data.map((r: { id: string; label: string }) => [r.id, r.label]),
+      sites: (await get('/v1/sites')).data.length,
+      devices: (await get('/v1/devices?account_id=me')).data.length,
+    };
+  }
+
+  beforeAll(async () => {
+    const t = await startTestCloud({ db });
+    const a = await signUp(t, 'a@example.com');
+    const siteId = (await createSite(t, a.token)).id;
+    const device = await createDevice(t, a.token, siteId);
+    const sensor = await insertSensor(t, { accountId: a.accountId, deviceId: device.id });
+    const token = await t.http.post('/v1/tokens', { label: 'a read', scope: 'read' }, { token: a.token });
+    w = {
+      t,
+      a: {
+        ...a,
+        siteId,
+        deviceId: device.id,
+        deviceToken: device.ingest_token,
+        sensorId: sensor.id,
+        tokenId: token.json.id,
+      },
+      b: await signUp(t, 'b@example.com'),
+    };
+    routes = t.cloud.routes.filter(isUserRoute);
+    before = await snapshotOfA();
+  });
+  afterAll(async () => w?.t.stop());
+
+  it('has a probe for every management route in the route table, and none for a route that is gone', () => {
+    const keys = routes.map(routeKey);
+    expect(keys.filter((k) => !(k in PROBES))).toEqual([]);
+    expect(Object.keys(PROBES).filter((k) => !keys.includes(k))).toEqual([]);
+  });
+
+  it("answers B's admin token on every route with 404 for A's resources, or with B's own data only", async () => {
+    for (const route of routes) {
+      const probe = PROBES[routeKey(route)];
+      if (!probe) continue; // reported by the test above
+      const answer = await probe.call(w, { token: w.b.token });
+      try {
+        await probe.asOutsider(answer, w);
+      } catch (err) {
+        throw new Error(`${routeKey(route)} as B: ${answer.status} ${answer.text}\n${String(err)}`, {
+          cause: err,
+        });
+      }
+    }
+    // nothing of A changed, A's tokens still work, and A's audit trail shows nobody from B
+    expect(await snapshotOfA()).toEqual(before);
+    const device = await w.t.cloud.services.authenticator.device(w.a.deviceToken);
+    expect(device.deviceId).toBe(w.a.deviceId);
+    const audit = await w.t.http.get('/v1/accounts/me/audit', { token: w.a.token });
+    expect(audit.json.data.filter((e: { by: string }) => e.by !== w.a.userId)).toEqual([]);
+  });
+
+  it.each([
+    ['no Authorization header', 401, 'auth_required', {}],
+    ['a garbage token', 401, 'token_invalid', { token: 'garbage' }],
+    ['an unknown user token', 401, 'token_invalid', { token: `ua_live_${'x'.repeat(43)}` }],
+    ['a Basic header', 401, 'token_invalid', { headers: { authorization: 'Basic YTpi' } }],
+    ['an empty Bearer header', 401, 'token_invalid', { headers: { authorization: 'Bearer ' } }],
+    ['the session cookie instead of a token', 401, 'auth_required', 'cookie'],
+    ["A's device token", 403, 'forbidden', 'device'],
+  ] as const)('answers every management route called with %s: %i %s', async (_what, status, code, auth) => {
+    const options: CallOptions =
+      auth === 'device'
+        ? { token: w.a.deviceToken }
+        : auth === 'cookie'
+          ? { cookie: `os_session=${w.a.cookie}` }
+          : auth;
+    for (const route of routes) {
+      const probe = PROBES[routeKey(route)];
+      if (!probe) continue;
+      // the cookie is a valid credential on POST /v1/tokens only (interface spec, "Session cookie")
+      if (auth === 'cookie' && route.auth === 'user-or-session') continue;
+      const answer = await probe.call(w, options);
+      expect([routeKey(route), answer.status, answer.json?.error?.code]).toEqual([
+        routeKey(route),
+        status,
+        code,
+      ]);
+    }
+    expect(await snapshotOfA()).toEqual(before);
+  });
+
+  it("refuses a revoked token and a deleted device's token on every management route with 401", async () => {
+    const { t, a } = w;
+    const spare = await t.http.post('/v1/tokens', { label: 'spare', scope: 'admin' }, { token: a.token });
+    expect((await t.http.delete(`/v1/tokens/${spare.json.id}`, { token: a.token })).status).toBe(204);
+    const site = await createSite(t, a.token, { name: 'Spare' });
+    const gone = await createDevice(t, a.token, site.id);
+    expect((await t.http.delete(`/v1/devices/${gone.id}`, { token: a.token })).status).toBe(204);
+    for (const token of [spare.json.token, gone.ingest_token]) {
+      for (const route of routes) {
+        const answer = await PROBES[routeKey(route)]!.call(w, { token });
+        expect([routeKey(route), answer.status, answer.json?.error?.code]).toEqual([
+          routeKey(route),
+          401,
+          'token_invalid',
+        ]);
+      }
+    }
+  });
+});

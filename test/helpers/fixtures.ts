@@ -1,0 +1,90 @@
+import { newId } from '../../shared/ids.ts';
+import type { SensorRow } from '../../cloud/src/sensors/sensors.repository.ts';
+import type { TestCloud } from './cloud.ts';
+
+/**
+ * Resources made the way a user makes them (through the API), asserting the happy path so a suite
+ * that builds on them fails at the step that broke.
+ */
+export async function createSite(
+  t: TestCloud,
+  token: string,
+  body: Record<string, unknown> = {},
+): Promise<{ id: string; name: string; vertical: string; timezone: string }> {
+  const answer = await t.http.post(
+    '/v1/sites',
+    { name: 'Kitchen', vertical: 'food_service', ...body },
+    { token },
+  );
+  if (answer.status !== 201) throw new Error(`POST /v1/sites: ${answer.status} ${answer.text}`);
+  return answer.json;
+}
+
+export interface CreatedDevice {
+  id: string;
+  local_id: string;
+  ingest_token: string;
+  ingest_url: string;
+  issued_at: string;
+}
+
+export async function createDevice(
+  t: TestCloud,
+  token: string,
+  siteId: string,
+  body: Record<string, unknown> = {},
+): Promise<CreatedDevice> {
+  const answer = await t.http.post(
+    '/v1/devices',
+    {
+      site_id: siteId,
+      local_id: `dev-${newId('dev').slice(4, 12)}`,
+      name: 'Fridge',
+      model: 'http-generic',
+      ...body,
+    },
+    { token },
+  );
+  if (answer.status !== 201) throw new Error(`POST /v1/devices: ${answer.status} ${answer.text}`);
+  return answer.json;
+}
+
+/**
+ * A sensor as ingest would create it on a device's first uplink (ingest is the only way in through
+ * the API), written with the repository.
+ */
+export async function insertSensor(
+  t: TestCloud,
+  device: { accountId: string; deviceId: string },
+  fields: Partial<SensorRow> = {},
+): Promise<SensorRow> {
+  const { db, clock, sensorsRepository } = t.cloud.services;
+  const label = fields.label ?? null;
+  return sensorsRepository.insert(db, {
+    id: newId('snr'),
+    channel_id: newId('chn'),
+    account_id: device.accountId,
+    device_id: device.deviceId,
+    kind: 'temperature',
+    label,
+    label_key: label ?? '',
+    unit: '°C',
+    ok_min: 0,
+    ok_max: 5,
+    grace_min: 30,
+    rule_enabled: 1,
+    no_data_min: 60,
+    last_value: null,
+    last_ts: null,
+    state: 'no_data',
+    created_at: clock.nowMicros(),
+    ...fields,
+  });
+}
+
+/** The account's audit entries of one kind, newest first. */
+export async function auditOf(t: TestCloud, token: string, kind: string): Promise<Record<string, unknown>[]> {
+  const answer = await t.http.get(`/v1/accounts/me/audit?kind=${encodeURIComponent(kind)}`, { token });
+  if (answer.status !== 200) throw new Error(`GET audit: ${answer.status} ${answer.text}`);
+  return answer.json.data;
+}
