@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from './app.ts';
 import { SystemClock, type Clock } from './clock.ts';
-import type { Config } from './config.ts';
+import { withListeningPort, type Config } from './config.ts';
 import type { RouteDef } from './http/route-table.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { buildServices, type Services } from './services.ts';
@@ -32,23 +32,35 @@ export class Cloud {
 
   constructor(private readonly options: CloudOptions) {}
 
+  private effectiveConfig: Config | null = null;
+
+  /** The configuration in force (with the listening port filled in once started). */
   get config(): Config {
-    return this.options.config;
+    return this.effectiveConfig ?? this.options.config;
   }
 
   async start(): Promise<void> {
-    const { config } = this.options;
-    const log = this.options.log ?? createLogger(config.logLevel);
+    const log = this.options.log ?? createLogger(this.options.config.logLevel);
     const clock = this.options.clock ?? new SystemClock();
-    const database = await openDatabase(config.databaseUrl, this.options.database);
+    // Listen first: with PORT=0 the derived base URL needs the real port before services exist.
+    this.server = http.createServer({ keepAliveTimeout: 65_000 });
+    await new Promise<void>((resolve, reject) => {
+      this.server!.once('error', reject);
+      this.server!.listen(this.options.config.port, this.options.config.host, () => resolve());
+    });
+    const config = withListeningPort(this.options.config, (this.server.address() as AddressInfo).port);
+    this.effectiveConfig = config;
+    let database;
+    try {
+      database = await openDatabase(config.databaseUrl, this.options.database);
+    } catch (err) {
+      this.server.close();
+      throw err;
+    }
     this.services = buildServices({ config, clock, log, database, jobPollMs: this.options.jobPollMs });
     const { app, routes } = createApp(this.services);
     this.routes = routes;
-    this.server = http.createServer({ keepAliveTimeout: 65_000 }, app);
-    await new Promise<void>((resolve, reject) => {
-      this.server!.once('error', reject);
-      this.server!.listen(config.port, config.host, () => resolve());
-    });
+    this.server.on('request', app);
     this.services.jobs.start();
     this.maintenance = setInterval(() => void this.runMaintenance(), MAINTENANCE_INTERVAL_MS);
     this.maintenance.unref();

@@ -7,8 +7,10 @@ import { z } from 'zod';
  */
 
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
-const port = z.coerce.number().int().min(0).max(65535);
-const positiveInt = z.coerce.number().int().positive();
+// Plain decimal digits only: `0x50` or `1e3` are typos, not ports.
+const digits = z.string().regex(/^\d+$/, 'must be a whole number');
+const port = digits.transform(Number).pipe(z.number().int().min(0).max(65535));
+const positiveInt = digits.transform(Number).pipe(z.number().int().positive());
 const url = z.url({ protocol: /^https?$/ });
 
 const EnvSchema = z.object({
@@ -58,8 +60,11 @@ export interface Config {
   readonly dataDir: string;
   /** `postgres://...` or `sqlite:<absolute file>` */
   readonly databaseUrl: string;
+  /** The address clients reach the API at. Without BASE_URL: http://localhost:<the port listened on>. */
   readonly baseUrl: string;
   readonly publicBaseUrl: string;
+  /** Whether BASE_URL / PUBLIC_BASE_URL were set, or are derived from the port (see `withListeningPort`). */
+  readonly baseUrlDerived: boolean;
   readonly dashboardDomain: string | null;
   readonly smtpUrl: string | null;
   readonly mailFrom: string;
@@ -94,6 +99,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     databaseUrl: e.DATABASE_URL ?? `sqlite:${path.join(dataDir, 'cloud.db')}`,
     baseUrl,
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? baseUrl).replace(/\/+$/, ''),
+    baseUrlDerived: e.BASE_URL === undefined,
     dashboardDomain: e.DASHBOARD_DOMAIN ?? null,
     smtpUrl: e.SMTP_URL ?? null,
     mailFrom: e.MAIL_FROM,
@@ -109,4 +115,15 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     webhookAllowPrivate: e.WEBHOOK_ALLOW_PRIVATE,
     logLevel: e.LOG_LEVEL,
   });
+}
+
+/**
+ * With PORT=0 the port is known only once the server listens; the derived addresses (in e-mailed
+ * links and device ingest URLs) then name the real port.
+ */
+export function withListeningPort(config: Config, port: number): Config {
+  if (!config.baseUrlDerived || config.port === port) return config;
+  const baseUrl = `http://localhost:${port}`;
+  const publicBaseUrl = config.publicBaseUrl === config.baseUrl ? baseUrl : config.publicBaseUrl;
+  return Object.freeze({ ...config, port, baseUrl, publicBaseUrl });
 }

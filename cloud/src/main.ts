@@ -15,7 +15,7 @@ async function main(): Promise<void> {
   }
   const cloud = new Cloud({ config });
   await cloud.start();
-  process.stdout.write(`cloud listening on ${config.baseUrl} (HTTP port ${cloud.port})\n`);
+  process.stdout.write(`cloud listening on ${cloud.config.baseUrl} (HTTP port ${cloud.port})\n`);
 
   let stopping = false;
   const stop = (signal: string) => {

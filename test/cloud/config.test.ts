@@ -29,6 +29,7 @@ describe('loadConfig', () => {
       databaseUrl: `sqlite:${path.join(dataDir, 'cloud.db')}`,
       baseUrl: 'http://localhost:8080',
       publicBaseUrl: 'http://localhost:8080',
+      baseUrlDerived: true,
       dashboardDomain: null,
       smtpUrl: null,
       mailFrom: 'Sensor Monitoring <no-reply@localhost>',
@@ -73,6 +74,7 @@ describe('loadConfig', () => {
       databaseUrl: 'postgresql://monitor@db:5432/monitor',
       baseUrl: 'https://api.example.com',
       publicBaseUrl: 'https://public.example.com',
+      baseUrlDerived: false,
       dashboardDomain: 'app.example.com',
       smtpUrl: 'smtps://user:pass@mail.example.com',
       mailFrom: 'Alerts <alerts@example.com>',
@@ -193,6 +195,33 @@ describe('the cloud process', () => {
         await cloud.exited;
       }
       fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the derived base URL', () => {
+  it('names the port actually listened on when PORT=0, in device ingest URLs and e-mailed links', async () => {
+    const { signUp, startTestCloud, linkFromMail } = await import('../helpers/cloud.ts');
+    const { createDevice, createSite } = await import('../helpers/fixtures.ts');
+    const t = await startTestCloud();
+    try {
+      const user = await signUp(t, 'ops@example.com');
+      const site = await createSite(t, user.token);
+      const device = await createDevice(t, user.token, site.id);
+      expect(device.ingest_url).toBe(`http://localhost:${t.cloud.port}/v1/ingest`);
+      const mail = t.nextMail('ops@example.com');
+      await t.http.post('/v1/auth/request', { email: 'ops@example.com' });
+      expect(linkFromMail(await mail)).toMatch(
+        new RegExp(`^http://localhost:${t.cloud.port}/app/auth/callback\\?t=`),
+      );
+    } finally {
+      await t.stop();
+    }
+  });
+
+  it('refuses ports that are not plain decimal numbers', () => {
+    for (const PORT of ['0x50', '1e3', '80.0', '-1', '65536']) {
+      expect(() => loadConfig({ PORT })).toThrow(/^invalid PORT=/);
     }
   });
 });

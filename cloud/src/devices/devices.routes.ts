@@ -95,6 +95,7 @@ export function deviceRoutes(s: Services): RouteDef[] {
     },
     {
       method: 'post',
+      secretInResponse: true,
       path: '/v1/devices',
       auth: 'user',
       summary: 'Create a device; answers its ingest token once',
@@ -143,6 +144,7 @@ export function deviceRoutes(s: Services): RouteDef[] {
     },
     {
       method: 'post',
+      secretInResponse: true,
       path: '/v1/devices/:device_id/rotate-token',
       auth: 'user',
       summary: 'Issue a new ingest token; the old one stops working at once',

@@ -59,6 +59,12 @@ export interface RouteDef {
   success?: { status: number; description: string };
   /** For the OpenAPI document: the error codes this route can answer beyond auth, scope and rate limits. */
   errors?: string[];
+  /**
+   * The success answer holds a secret shown once (a token, a private key). Secrets are never stored
+   * in plaintext, so the Idempotency-Key cache keeps only the fact that the request succeeded, and a
+   * replay is refused with 409 `idempotency_secret_withheld`.
+   */
+  secretInResponse?: boolean;
   /** Answers with a Reply, or writes the response itself (streams) and returns undefined. */
   handler: (req: Request, res: Response) => Promise<Reply | undefined>;
 }
@@ -230,6 +236,12 @@ async function runWithIdempotency(
       'a request with this Idempotency-Key is still being processed',
     );
   }
+  if (begun.kind === 'replay' && isWithheld(begun.body)) {
+    throw new Conflict(
+      'idempotency_secret_withheld',
+      'the request with this Idempotency-Key succeeded, and its answer held a secret that is shown only once; it is not replayed',
+    );
+  }
   if (begun.kind === 'replay') {
     res.set('Idempotent-Replayed', 'true');
     send(res, { status: begun.status, body: withRequestId(begun.status, begun.body, req.ctx.requestId) });
@@ -245,8 +257,20 @@ async function runWithIdempotency(
     throw err;
   }
   if (!reply || reply.status >= 500) await deps.idempotency.release(scope, key);
+  else if (route.secretInResponse && reply.status < 300)
+    await deps.idempotency.complete(scope, key, reply.status, WITHHELD);
   else await deps.idempotency.complete(scope, key, reply.status, reply.body ?? null);
   send(res, reply);
+}
+
+const WITHHELD = { secret_withheld: true };
+
+function isWithheld(body: unknown): boolean {
+  return (
+    typeof body === 'object' &&
+    body !== null &&
+    (body as { secret_withheld?: unknown }).secret_withheld === true
+  );
 }
 
 /**

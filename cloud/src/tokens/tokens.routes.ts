@@ -30,6 +30,7 @@ export function tokenRoutes(s: Services): RouteDef[] {
   return [
     {
       method: 'post',
+      secretInResponse: true,
       path: '/v1/tokens',
       auth: 'user-or-session',
       scope: 'admin',

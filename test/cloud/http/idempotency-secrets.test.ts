@@ -1,0 +1,40 @@
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { signUp, startTestCloud, type TestCloud } from '../../helpers/cloud.ts';
+import { DATABASES } from '../../helpers/databases.ts';
+import { createSite } from '../../helpers/fixtures.ts';
+
+/** Answers that carry a secret shown once are never stored, so an Idempotency-Key cannot replay them. */
+describe.each(DATABASES)('Idempotency-Key on answers with secrets, on %s', (db) => {
+  let t: TestCloud;
+  afterEach(async () => t?.stop());
+
+  it('does not keep a token or device token in the idempotency store, and refuses to replay them', async () => {
+    t = await startTestCloud({ db });
+    const user = await signUp(t, 'ops@example.com');
+    const site = await createSite(t, user.token);
+    const headers = { 'Idempotency-Key': 'create-once' };
+    const body = { site_id: site.id, local_id: 'probe', name: 'Probe', model: 'http-generic' };
+    const created = await t.http.post('/v1/devices', body, { token: user.token, headers });
+    expect(created.status).toBe(201);
+    const token = await t.http.post(
+      '/v1/tokens',
+      { label: 'ci', scope: 'read' },
+      { token: user.token, headers: { 'Idempotency-Key': 'token-once' } },
+    );
+    expect(token.status).toBe(201);
+
+    const stored = await t.cloud.services.db
+      .selectFrom('idempotency_keys')
+      .select(['key', 'response'])
+      .execute();
+    const text = JSON.stringify(stored);
+    expect(text).not.toContain(created.json.ingest_token);
+    expect(text).not.toContain(token.json.token);
+
+    const again = await t.http.post('/v1/devices', body, { token: user.token, headers });
+    expect(again.status).toBe(409);
+    expect(again.json.error.code).toBe('idempotency_secret_withheld');
+    const list = await t.http.get(`/v1/devices?site_id=${site.id}`, { token: user.token });
+    expect(list.json.data).toHaveLength(1);
+  });
+});
