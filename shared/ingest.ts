@@ -1,4 +1,11 @@
-import { isMeasurementKind, isWithinSanityRange, unitFor, type MeasurementKind } from './kinds.ts';
+import { z } from 'zod';
+import {
+  MEASUREMENT_KINDS,
+  isMeasurementKind,
+  isWithinSanityRange,
+  unitFor,
+  type MeasurementKind,
+} from './kinds.ts';
 import { parseTimestampMicros } from './time.ts';
 
 /**
@@ -12,6 +19,25 @@ export const MAX_TEXT = 64;
 export const EARLIEST_TS_MICROS = Date.UTC(2000, 0, 1) * 1000;
 /** Readings further in the future than this are refused: a wrong clock would plant them ahead of all data. */
 export const MAX_FUTURE_MICROS = 24 * 3600 * 1_000_000;
+
+/**
+ * The wire format as a zod schema: the type, the API description (OpenAPI) and the reference the
+ * hand-written validator below is tested against (test/shared/ingest.test.ts). The validator exists
+ * because the spec gives each failure its own code (no_measurements, invalid_measurement,
+ * unknown_kind, out_of_range) and "the first failing measurement wins".
+ */
+export const MeasurementSchema = z.object({
+  type: z.enum(MEASUREMENT_KINDS),
+  value: z.number(),
+  label: z.string().max(MAX_TEXT).nullish(),
+  unit: z.string().max(MAX_TEXT).nullish(),
+});
+
+export const IngestBodySchema = z.object({
+  device: z.string().min(1).max(128).optional().describe('local id of the device; X-Device-Id overrides it'),
+  ts: z.string().optional().describe('RFC 3339 with offset; default: server receive time'),
+  measurements: z.array(MeasurementSchema).min(1).max(MAX_MEASUREMENTS),
+});
 
 /** A measurement as sent on the wire. */
 export interface WireMeasurement {

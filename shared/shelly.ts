@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { isWithinSanityRange } from './kinds.ts';
 import { IngestValidationError, validateTimestamp, type ValidMeasurement } from './ingest.ts';
 
@@ -7,6 +8,18 @@ import { IngestValidationError, validateTimestamp, type ValidMeasurement } from 
  * a value it could not substitute arrives verbatim (`$temperature`, `${ev.tC}`), or as `nan`/`null`,
  * and is dropped silently (interface spec, "Ingest"; decisions, "Ingest details").
  */
+/** The query as the API describes it (OpenAPI); `parseShellyQuery` is the validator. */
+export const ShellyQuerySchema = z.object({
+  token: z.string().optional().describe('device token (or Authorization: Bearer)'),
+  device: z.string().describe('local id of the device'),
+  temp: z.string().optional().describe('temperature °C; one of temp/hum'),
+  hum: z.string().optional().describe('humidity %; one of temp/hum'),
+  battery: z.string().optional().describe('percent, or volts (third generation, or at most 6)'),
+  signal: z.string().optional().describe('RSSI dBm'),
+  ts: z.string().optional().describe('RFC 3339; default: server receive time'),
+  lwt: z.enum(['online', 'offline']).optional(),
+});
+
 export interface ShellyReading {
   device: string | null;
   ts: number | null;

@@ -1,6 +1,7 @@
 import { accountRoutes } from './accounts/accounts.routes.ts';
 import { authRoutes } from './auth/auth.routes.ts';
 import { deviceRoutes } from './devices/devices.routes.ts';
+import { openApiDocument } from './http/openapi.ts';
 import type { RouteDef } from './http/route-table.ts';
 import { ingestRoutes } from './ingest/ingest.routes.ts';
 import { sensorRoutes } from './sensors/sensors.routes.ts';
@@ -10,7 +11,15 @@ import { tokenRoutes } from './tokens/tokens.routes.ts';
 
 /** Every HTTP endpoint of the cloud, one router file per resource. */
 export function allRoutes(s: Services): RouteDef[] {
-  return [
+  const routes: RouteDef[] = [
+    {
+      method: 'get',
+      path: '/v1/openapi.json',
+      auth: 'none',
+      summary: 'This API as an OpenAPI 3.1 document',
+      success: { status: 200, description: 'the OpenAPI document' },
+      handler: async () => ({ status: 200, body: openApiDocument(routes, s.config) }),
+    },
     ...ingestRoutes(s),
     ...authRoutes(s),
     ...tokenRoutes(s),
@@ -19,4 +28,5 @@ export function allRoutes(s: Services): RouteDef[] {
     ...deviceRoutes(s),
     ...sensorRoutes(s),
   ];
+  return routes;
 }

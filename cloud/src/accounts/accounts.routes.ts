@@ -24,6 +24,7 @@ export function accountRoutes(s: Services): RouteDef[] {
       path: '/v1/accounts/me',
       auth: 'user',
       summary: 'The caller’s account and its users',
+      success: { status: 200, description: '{id, name, created_at, users}' },
       handler: async (req) => {
         const user = userOf(req.ctx);
         const account = await accounts.findAccount(db, user.accountId);
@@ -45,6 +46,11 @@ export function accountRoutes(s: Services): RouteDef[] {
       path: '/v1/accounts/me/audit',
       auth: 'user',
       summary: 'The audit trail, newest first (from inclusive, to exclusive)',
+      query: ListAudit,
+      success: {
+        status: 200,
+        description: 'list envelope of {id, ts, kind, by, target, details}, newest first',
+      },
       handler: async (req) => {
         const q = parseInput(ListAudit, req.query, 'query');
         const rows = await audit.list(db, userOf(req.ctx).accountId, q, pageRequest(q));

@@ -31,6 +31,9 @@ export function authRoutes(s: Services): RouteDef[] {
       path: '/v1/auth/request',
       auth: 'none',
       summary: 'E-mail a sign-in code and link (200 whether or not the e-mail is known)',
+      requestBody: RequestCode,
+      success: { status: 200, description: '{} whether or not the e-mail is known' },
+      errors: ['invalid_request', 'rate_limited'],
       handler: async (req) => {
         const body = parseInput(RequestCode, req.body, 'body');
         await authService.requestCode(body.email, req.ip ?? 'unknown');
@@ -42,6 +45,9 @@ export function authRoutes(s: Services): RouteDef[] {
       path: '/v1/auth/verify',
       auth: 'none',
       summary: 'Exchange the code for a session (sets the os_session cookie)',
+      requestBody: VerifyCode,
+      success: { status: 200, description: '{session_id, expires_at, user_id} and Set-Cookie: os_session' },
+      errors: ['code_invalid'],
       handler: async (req) => {
         const body = parseInput(VerifyCode, req.body, 'body');
         const created = await authService.verifyCode(body.email, body.code);
@@ -57,6 +63,8 @@ export function authRoutes(s: Services): RouteDef[] {
       path: '/app/auth/callback',
       auth: 'none',
       summary: 'The e-mailed link: sets the cookie and redirects to the dashboard',
+      success: { status: 303, description: 'sets the os_session cookie and redirects to /app/' },
+      errors: ['code_invalid', 'invalid_request'],
       handler: async (req, res) => {
         const t = req.query.t;
         if (typeof t !== 'string' || t.length === 0) {
@@ -75,6 +83,7 @@ export function authRoutes(s: Services): RouteDef[] {
       path: '/v1/auth/logout',
       auth: 'none',
       summary: 'End this session and clear the cookie (204)',
+      success: { status: 204, description: 'session ended, cookie cleared' },
       handler: async (req) => {
         const secret = readCookie(req.headers.cookie, SESSION_COOKIE);
         if (secret) await authService.logout(secret);
@@ -86,6 +95,7 @@ export function authRoutes(s: Services): RouteDef[] {
       path: '/v1/auth/logout-all',
       auth: 'session',
       summary: 'Sign out everywhere: end every session of this user (204)',
+      success: { status: 204, description: 'every session of the user ended' },
       handler: async (req) => {
         await authService.logoutEverywhere(userOf(req.ctx));
         return { status: 204, headers: { 'Set-Cookie': clearedSessionCookie(config) } };

@@ -55,6 +55,7 @@ export function deviceRoutes(s: Services): RouteDef[] {
       path: '/v1/models',
       auth: 'user',
       summary: 'List supported device models',
+      success: { status: 200, description: '{data: [{model, vendor, ingest_url_kind, identify}]}' },
       handler: async () => ({
         status: 200,
         body: {
@@ -72,6 +73,9 @@ export function deviceRoutes(s: Services): RouteDef[] {
       path: '/v1/devices',
       auth: 'user',
       summary: 'List devices of a site (site_id) or of the whole account (account_id)',
+      query: ListDevices,
+      success: { status: 200, description: 'list envelope of devices' },
+      errors: ['site_not_found', 'account_not_found'],
       handler: async (req) => {
         const user = userOf(req.ctx);
         const q = parseInput(ListDevices, req.query, 'query');
@@ -99,6 +103,9 @@ export function deviceRoutes(s: Services): RouteDef[] {
       path: '/v1/devices',
       auth: 'user',
       summary: 'Create a device; answers its ingest token once',
+      requestBody: CreateDevice,
+      success: { status: 201, description: 'the device with ingest_token (once), ingest_url and issued_at' },
+      errors: ['site_not_found', 'local_id_taken', 'unknown_model', 'idempotency_secret_withheld'],
       handler: async (req) => {
         const user = userOf(req.ctx);
         const raw = req.body as { site_id?: unknown } | undefined;
@@ -115,6 +122,8 @@ export function deviceRoutes(s: Services): RouteDef[] {
       path: '/v1/devices/:device_id',
       auth: 'user',
       summary: 'Get a device',
+      success: { status: 200, description: 'the device' },
+      errors: ['device_not_found'],
       handler: async (req) => ({
         status: 200,
         body: deviceView(await devices.get(userOf(req.ctx).accountId, param(req, 'device_id'))),
@@ -125,6 +134,9 @@ export function deviceRoutes(s: Services): RouteDef[] {
       path: '/v1/devices/:device_id',
       auth: 'user',
       summary: 'Change name, local_id or notes',
+      requestBody: PatchDevice,
+      success: { status: 200, description: 'the updated device' },
+      errors: ['device_not_found', 'local_id_taken'],
       handler: async (req) => {
         const user = userOf(req.ctx);
         await devices.get(user.accountId, param(req, 'device_id'));
@@ -137,6 +149,8 @@ export function deviceRoutes(s: Services): RouteDef[] {
       path: '/v1/devices/:device_id',
       auth: 'user',
       summary: 'Delete a device and revoke its token (its data stays until retention)',
+      success: { status: 204, description: 'deleted; its token is revoked' },
+      errors: ['device_not_found'],
       handler: async (req) => {
         await devices.delete(userOf(req.ctx), param(req, 'device_id'));
         return { status: 204 };
@@ -148,6 +162,8 @@ export function deviceRoutes(s: Services): RouteDef[] {
       path: '/v1/devices/:device_id/rotate-token',
       auth: 'user',
       summary: 'Issue a new ingest token; the old one stops working at once',
+      success: { status: 200, description: 'the device with the new ingest_token (once) and ingest_url' },
+      errors: ['device_not_found', 'idempotency_secret_withheld'],
       handler: async (req) => ({
         status: 200,
         body: issuedView(await devices.rotateToken(userOf(req.ctx), param(req, 'device_id'))),

@@ -1,6 +1,11 @@
 import type { Request, Response } from 'express';
-import { IngestValidationError, ingestDeviceRef, validateIngestBody } from '../../../shared/ingest.ts';
-import { parseShellyQuery } from '../../../shared/shelly.ts';
+import {
+  IngestBodySchema,
+  IngestValidationError,
+  ingestDeviceRef,
+  validateIngestBody,
+} from '../../../shared/ingest.ts';
+import { parseShellyQuery, ShellyQuerySchema } from '../../../shared/shelly.ts';
 import { hashSecret } from '../auth/secrets.ts';
 import { Authenticator, USER_TOKEN_PREFIX } from '../auth/authenticator.ts';
 import { InvalidRequest, type ApiError } from '../errors.ts';
@@ -72,6 +77,21 @@ export function ingestRoutes(s: Services): RouteDef[] {
       auth: 'device',
       inlineAuth: true,
       summary: 'Submit 1 to 32 measurements of one device (device token)',
+      requestBody: IngestBodySchema,
+      success: {
+        status: 200,
+        description: '{accepted, deduplicated, channels: [{type, label, channel_id}]}',
+      },
+      errors: [
+        'bad_json',
+        'invalid_request',
+        'invalid_measurement',
+        'no_measurements',
+        'device_not_in_token',
+        'unknown_kind',
+        'out_of_range',
+        'idempotency_conflict',
+      ],
       handler: async (req, res) => {
         const receivedAt = clock.nowMicros();
         // On the Idempotency-Key path the pipeline has parsed the body already.
@@ -119,6 +139,9 @@ export function ingestRoutes(s: Services): RouteDef[] {
       inlineAuth: true,
       queryToken: true,
       summary: 'Shelly URL-action ingest: values in the query string (token in the query allowed)',
+      query: ShellyQuerySchema,
+      success: { status: 200, description: '{accepted, deduplicated, channels}, as POST /v1/ingest' },
+      errors: ['invalid_request', 'no_measurements', 'device_not_in_token', 'out_of_range'],
       handler: async (req, res) => {
         const receivedAt = clock.nowMicros();
         const query = req.query as Record<string, unknown>;

@@ -27,6 +27,8 @@ export function sensorRoutes(s: Services): RouteDef[] {
       path: '/v1/devices/:device_id/sensors',
       auth: 'user',
       summary: "List a device's sensors (each with its channel id and rule)",
+      success: { status: 200, description: '{data: [sensor objects]}' },
+      errors: ['device_not_found'],
       handler: async (req) => {
         const device = await devices.get(userOf(req.ctx).accountId, param(req, 'device_id'));
         const rows = await sensorsRepository.listForDevice(db, device.id);
@@ -38,6 +40,8 @@ export function sensorRoutes(s: Services): RouteDef[] {
       path: '/v1/sensors/:sensor_id',
       auth: 'user',
       summary: 'Get a sensor',
+      success: { status: 200, description: 'the sensor' },
+      errors: ['sensor_not_found'],
       handler: async (req) => ({
         status: 200,
         body: sensorView(await sensors.get(userOf(req.ctx).accountId, param(req, 'sensor_id'))),
@@ -48,6 +52,9 @@ export function sensorRoutes(s: Services): RouteDef[] {
       path: '/v1/sensors/:sensor_id',
       auth: 'user',
       summary: "Change a sensor's rule (audit-logged with the previous rule)",
+      requestBody: PatchSensor,
+      success: { status: 200, description: 'the updated sensor' },
+      errors: ['sensor_not_found', 'invalid_range', 'grace_too_long'],
       handler: async (req) => {
         const user = userOf(req.ctx);
         await sensors.get(user.accountId, param(req, 'sensor_id'));

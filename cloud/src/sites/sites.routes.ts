@@ -29,6 +29,8 @@ export function siteRoutes(s: Services): RouteDef[] {
       path: '/v1/sites',
       auth: 'user',
       summary: 'List sites',
+      query: ListSites,
+      success: { status: 200, description: 'list envelope of sites' },
       handler: async (req) => {
         const q = parseInput(ListSites, req.query, 'query');
         const rows = await sites.list(db, userOf(req.ctx).accountId, pageRequest(q));
@@ -40,6 +42,9 @@ export function siteRoutes(s: Services): RouteDef[] {
       path: '/v1/sites',
       auth: 'user',
       summary: 'Create a site',
+      requestBody: CreateSite,
+      success: { status: 201, description: 'the site' },
+      errors: ['unknown_vertical'],
       handler: async (req) => {
         const user = userOf(req.ctx);
         const body = parseInput(CreateSite, req.body, 'body');
@@ -75,6 +80,8 @@ export function siteRoutes(s: Services): RouteDef[] {
       path: '/v1/sites/:site_id',
       auth: 'user',
       summary: 'Get a site',
+      success: { status: 200, description: 'the site' },
+      errors: ['site_not_found'],
       handler: async (req) => ({
         status: 200,
         body: siteView(await load(userOf(req.ctx).accountId, param(req, 'site_id'))),
@@ -85,6 +92,9 @@ export function siteRoutes(s: Services): RouteDef[] {
       path: '/v1/sites/:site_id',
       auth: 'user',
       summary: 'Rename a site or change its time zone',
+      requestBody: PatchSite,
+      success: { status: 200, description: 'the updated site' },
+      errors: ['site_not_found'],
       handler: async (req) => {
         const user = userOf(req.ctx);
         const site = await load(user.accountId, param(req, 'site_id'));
@@ -109,6 +119,8 @@ export function siteRoutes(s: Services): RouteDef[] {
       path: '/v1/sites/:site_id',
       auth: 'user',
       summary: 'Delete an empty site',
+      success: { status: 204, description: 'deleted' },
+      errors: ['site_not_found', 'site_not_empty'],
       handler: async (req) => {
         const user = userOf(req.ctx);
         const site = await load(user.accountId, param(req, 'site_id'));

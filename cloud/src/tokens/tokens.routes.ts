@@ -35,6 +35,9 @@ export function tokenRoutes(s: Services): RouteDef[] {
       auth: 'user-or-session',
       scope: 'admin',
       summary: 'Create a user API token (session cookie or admin token); the plaintext is answered once',
+      requestBody: CreateToken,
+      success: { status: 201, description: '{id, token (once), label, scope, created_at}' },
+      errors: ['invalid_scope', 'idempotency_secret_withheld'],
       handler: async (req) => {
         const body = parseInput(CreateToken, req.body, 'body');
         if (!isScope(body.scope)) {
@@ -58,6 +61,11 @@ export function tokenRoutes(s: Services): RouteDef[] {
       path: '/v1/tokens',
       auth: 'user',
       summary: "List the account's tokens (never their plaintext)",
+      query: ListTokens,
+      success: {
+        status: 200,
+        description: 'list envelope of {id, label, scope, created_at, last_used_at, consider_rotating}',
+      },
       handler: async (req) => {
         const q = parseInput(ListTokens, req.query, 'query');
         const rows = await tokensRepository.list(db, userOf(req.ctx).accountId, pageRequest(q));
@@ -70,6 +78,8 @@ export function tokenRoutes(s: Services): RouteDef[] {
       auth: 'user',
       scope: 'admin',
       summary: 'Revoke a token (it gets 401 at once)',
+      success: { status: 204, description: 'revoked' },
+      errors: ['token_not_found'],
       handler: async (req) => {
         await tokens.revoke(userOf(req.ctx), param(req, 'token_id'));
         return { status: 204 };
