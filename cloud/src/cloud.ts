@@ -7,6 +7,7 @@ import type { RouteDef } from './http/route-table.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { buildServices, type Services } from './services.ts';
 import { openDatabase, type OpenOptions } from './storage/database.ts';
+import { ensureMeasurementPartitions } from './storage/partitions.ts';
 
 export interface CloudOptions {
   config: Config;
@@ -57,6 +58,7 @@ export class Cloud {
       this.server.close();
       throw err;
     }
+    await ensureMeasurementPartitions(database, clock.nowMicros(), log);
     this.services = buildServices({ config, clock, log, database, jobPollMs: this.options.jobPollMs });
     const { app, routes } = createApp(this.services);
     this.routes = routes;
@@ -72,6 +74,11 @@ export class Cloud {
     try {
       await this.services.rateLimiter.prune();
       await this.services.idempotency.prune();
+      await ensureMeasurementPartitions(
+        this.services.database,
+        this.services.clock.nowMicros(),
+        this.services.log,
+      );
     } catch (err) {
       this.services.log.error({ err }, 'maintenance failed');
     }
