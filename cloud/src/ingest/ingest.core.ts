@@ -14,6 +14,7 @@ import {
 } from '../errors.ts';
 import { findModel } from '../devices/models.ts';
 import type { Logger } from '../logger.ts';
+import { rollupDeltas } from '../measurements/rollups.ts';
 import { defaultRule, isVertical } from '../sites/verticals.ts';
 import type {
   AcceptedPoint,
@@ -322,6 +323,10 @@ export class IngestCore {
       }
     });
     const written = rows.length ? await tx.insertMeasurements(rows) : [];
+
+    // 5b. Rollups of the rows actually written (a duplicate must not count twice), late data included.
+    const deltas = rollupDeltas(rows.filter((_row, r) => written[r]));
+    if (deltas.length) await tx.upsertRollups(deltas);
 
     // 6. Last values (newest wins, late data never moves them back) and device state.
     const newest = new Map<number, MeasurementRow>();

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { RollupDelta } from '../measurements/rollups.ts';
 import { MEASUREMENT_GROUP_SHIFT } from '../storage/layout.ts';
 import { creditFirst } from './ingest.types.ts';
 import type { IngestDevice, IngestStore, IngestTx, NewSensorRow, SensorRef } from './ingest.types.ts';
@@ -94,6 +95,38 @@ export class PostgresIngestStore implements IngestStore {
           [rows.map((r) => r.sensorSeq), rows.map((r) => r.ts), rows.map((r) => r.value)],
         );
         return creditFirst(rows, inserted);
+      },
+      upsertRollups: async (deltas) => {
+        const col = <K extends keyof RollupDelta>(k: K) => deltas.map((d) => d[k]);
+        await q(
+          'ingest_rollups',
+          `INSERT INTO measurement_rollups AS r
+             (grp, res, bucket, sensor_seq, n, total, lo, hi, first_ts, first_value, last_ts, last_value)
+           SELECT s >> ${MEASUREMENT_GROUP_SHIFT}, res, b, s, n, total, lo, hi, fts, fv, lts, lv
+           FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::bigint[], $5::float8[], $6::float8[], $7::float8[],
+             $8::bigint[], $9::float8[], $10::bigint[], $11::float8[])
+             AS u(s, res, b, n, total, lo, hi, fts, fv, lts, lv)
+           ON CONFLICT (grp, res, bucket, sensor_seq) DO UPDATE SET
+             n = r.n + EXCLUDED.n, total = r.total + EXCLUDED.total,
+             lo = LEAST(r.lo, EXCLUDED.lo), hi = GREATEST(r.hi, EXCLUDED.hi),
+             first_value = CASE WHEN EXCLUDED.first_ts < r.first_ts THEN EXCLUDED.first_value ELSE r.first_value END,
+             first_ts = LEAST(r.first_ts, EXCLUDED.first_ts),
+             last_value = CASE WHEN EXCLUDED.last_ts > r.last_ts THEN EXCLUDED.last_value ELSE r.last_value END,
+             last_ts = GREATEST(r.last_ts, EXCLUDED.last_ts)`,
+          [
+            col('sensorSeq'),
+            col('res'),
+            col('bucket'),
+            col('n'),
+            col('total'),
+            col('lo'),
+            col('hi'),
+            col('firstTs'),
+            col('firstValue'),
+            col('lastTs'),
+            col('lastValue'),
+          ],
+        );
       },
       updateSensorLast: async (rows) => {
         await q(

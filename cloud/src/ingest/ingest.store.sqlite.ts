@@ -1,6 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { measurementGroup } from '../storage/layout.ts';
 import { creditFirst } from './ingest.types.ts';
+import type { RollupDelta } from '../measurements/rollups.ts';
 import type { Db } from '../storage/database.ts';
 import type {
   IngestDevice,
@@ -16,8 +17,18 @@ import type {
  * one `BEGIN IMMEDIATE` transaction. The Kysely connection is held for its duration, so no other
  * query of this process can slip in between.
  */
-/** Rows per INSERT statement (4 parameters each, well under SQLite's limit of 32766). */
+/** Rows per INSERT statement (4 or 12 parameters each, well under SQLite's limit of 32766). */
 const CHUNK = 128;
+
+const ROLLUP_INSERT = `INSERT INTO measurement_rollups
+  (grp, res, bucket, sensor_seq, n, total, lo, hi, first_ts, first_value, last_ts, last_value)`;
+/** Right-hand sides see the row as it was, so first/last compare against the old first_ts/last_ts. */
+const ROLLUP_MERGE = `ON CONFLICT (grp, res, bucket, sensor_seq) DO UPDATE SET
+  n = n + excluded.n, total = total + excluded.total, lo = MIN(lo, excluded.lo), hi = MAX(hi, excluded.hi),
+  first_value = CASE WHEN excluded.first_ts < first_ts THEN excluded.first_value ELSE first_value END,
+  first_ts = MIN(first_ts, excluded.first_ts),
+  last_value = CASE WHEN excluded.last_ts > last_ts THEN excluded.last_value ELSE last_value END,
+  last_ts = MAX(last_ts, excluded.last_ts)`;
 
 export class SqliteIngestStore implements IngestStore {
   private readonly tx: IngestTx;
@@ -61,6 +72,16 @@ export class SqliteIngestStore implements IngestStore {
       }
       return statement;
     };
+    const rollupChunk = new Map<number, BetterSqlite3.Statement<number[]>>();
+    const rollupStatement = (n: number) => {
+      let statement = rollupChunk.get(n);
+      if (!statement) {
+        const values = Array.from({ length: n }, () => '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ');
+        statement = sqlite.prepare(`${ROLLUP_INSERT} VALUES ${values} ${ROLLUP_MERGE}`);
+        rollupChunk.set(n, statement);
+      }
+      return statement;
+    };
     const updateSensors = sqlite.prepare<[string]>(
       `UPDATE sensors SET last_value = u.value ->> 2, last_ts = u.value ->> 1
        FROM json_each(?) AS u
@@ -87,6 +108,26 @@ export class SqliteIngestStore implements IngestStore {
           inserted.push(...insertStatement(chunk.length).all(...params));
         }
         return creditFirst(rows, inserted);
+      },
+      upsertRollups: (deltas: RollupDelta[]) => {
+        for (let start = 0; start < deltas.length; start += CHUNK) {
+          const chunk = deltas.slice(start, start + CHUNK);
+          const params: number[] = [];
+          for (const d of chunk) {
+            params.push(
+              measurementGroup(d.sensorSeq),
+              d.res,
+              d.bucket,
+              d.sensorSeq,
+              d.n,
+              d.total,
+              d.lo,
+              d.hi,
+            );
+            params.push(d.firstTs, d.firstValue, d.lastTs, d.lastValue);
+          }
+          rollupStatement(chunk.length).run(...params);
+        }
       },
       updateSensorLast: (rows) => {
         updateSensors.run(JSON.stringify(rows.map((r) => [r.sensorSeq, r.ts, r.value])));

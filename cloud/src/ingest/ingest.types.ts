@@ -1,6 +1,7 @@
 import type { ValidMeasurement } from '../../../shared/ingest.ts';
 import type { ApiError } from '../errors.ts';
 import type { DevicePrincipal } from '../http/context.ts';
+import type { RollupDelta } from '../measurements/rollups.ts';
 
 /**
  * One ingest request as every protocol adapter hands it to the IngestCore: credentials, the device
@@ -128,6 +129,11 @@ export interface IngestTx {
   insertSensors(rows: NewSensorRow[]): Promise<void> | void;
   /** Inserts, skipping (sensor, ts) that exist; says for each row whether it was written. */
   insertMeasurements(rows: MeasurementRow[]): Promise<boolean[]> | boolean[];
+  /**
+   * Merges each delta into its rollup row (count and sum add up, min/max widen, first/last move only
+   * to an earlier/later ts). One delta per (channel, level, bucket), in key order.
+   */
+  upsertRollups(deltas: RollupDelta[]): Promise<void> | void;
   /** Moves each sensor's last value forward (never backward: late data keeps the newest). */
   updateSensorLast(rows: MeasurementRow[]): Promise<void> | void;
   updateDevices(rows: { id: string; lastSeenAt: number; online: number }[]): Promise<void> | void;

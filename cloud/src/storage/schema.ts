@@ -86,6 +86,33 @@ export interface Tables {
   };
   /** `grp` is `sensor_seq >> MEASUREMENT_GROUP_SHIFT` (storage/layout.ts). */
   measurements: { grp: number; sensor_seq: number; ts: number; value: number };
+  /** Per-minute, -hour and -day aggregates of each channel (`res` in seconds), kept by ingest. */
+  measurement_rollups: {
+    grp: number;
+    res: number;
+    bucket: number;
+    sensor_seq: number;
+    n: number;
+    total: number;
+    lo: number;
+    hi: number;
+    first_ts: number;
+    first_value: number;
+    last_ts: number;
+    last_value: number;
+  };
+  /** Device moves: measurements with `ts < effective_at` belong to `from_site_id`. */
+  device_moves: {
+    id: string;
+    account_id: string;
+    device_id: string;
+    from_site_id: string;
+    to_site_id: string;
+    effective_at: number;
+    applied_at: number | null;
+    created_by: string;
+    created_at: number;
+  };
   audit_log: {
     id: string;
     account_id: string;

@@ -1,5 +1,6 @@
 import type { Dialect } from '../database.ts';
 import { initial } from './0001_initial.ts';
+import { reads } from './0003_reads.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
@@ -17,4 +18,4 @@ export interface Migration {
   statements: (d: DialectSql) => string[];
 }
 
-export const MIGRATIONS: readonly Migration[] = [initial];
+export const MIGRATIONS: readonly Migration[] = [initial, reads];

@@ -1,0 +1,173 @@
+import { MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_MINUTE } from '../../../shared/time.ts';
+import { measurementGroup } from '../storage/layout.ts';
+
+/**
+ * Rollups: per-minute, per-hour and per-day aggregates of each channel, kept by ingest in the same
+ * transaction as the raw rows (`measurement_rollups`). A long aggregated read combines these instead
+ * of scanning raw rows; an aggregate over any range is the merge of the rollups that tile its aligned
+ * middle and of finer rollups or raw points at its edges (`tile`), so answers are exact.
+ *
+ * Buckets are aligned to UTC epoch multiples of their width (interface spec; decisions,
+ * "Measurements (read)"): the bucket of `ts` at width `w` starts at `floor(ts / w) * w`.
+ */
+
+/** Rollup levels, coarsest first, as bucket widths in seconds (the `res` column). */
+export const ROLLUP_LEVELS = [86_400, 3_600, 60] as const;
+export type RollupRes = (typeof ROLLUP_LEVELS)[number];
+
+export const AGG_WIDTHS = {
+  '1m': MICROS_PER_MINUTE,
+  '5m': 5 * MICROS_PER_MINUTE,
+  '15m': 15 * MICROS_PER_MINUTE,
+  '1h': MICROS_PER_HOUR,
+  '6h': 6 * MICROS_PER_HOUR,
+  '1d': MICROS_PER_DAY,
+} as const;
+export type Agg = keyof typeof AGG_WIDTHS;
+
+export const AGG_FNS = ['mean', 'min', 'max', 'first', 'last', 'count', 'sum'] as const;
+export type AggFn = (typeof AGG_FNS)[number];
+
+/** The aggregate of some points: everything each `fn` needs, and mergeable with another. */
+export interface Aggregate {
+  n: number;
+  total: number;
+  lo: number;
+  hi: number;
+  firstTs: number;
+  firstValue: number;
+  lastTs: number;
+  lastValue: number;
+}
+
+/** One rollup row's content, ready to be merged into the stored row (`IngestTx.upsertRollups`). */
+export interface RollupDelta extends Aggregate {
+  sensorSeq: number;
+  res: RollupRes;
+  /** Bucket start, microseconds. */
+  bucket: number;
+}
+
+export function resMicros(res: RollupRes): number {
+  return res * 1_000_000;
+}
+
+/** Start of the bucket of width `width` (µs) that holds `ts`; exact for negative times too. */
+export function bucketStart(ts: number, width: number): number {
+  return Math.floor(ts / width) * width;
+}
+
+export function pointAggregate(ts: number, value: number): Aggregate {
+  return {
+    n: 1,
+    total: value,
+    lo: value,
+    hi: value,
+    firstTs: ts,
+    firstValue: value,
+    lastTs: ts,
+    lastValue: value,
+  };
+}
+
+/** Merges `b` into `a` (mutating `a`). Points of one channel have distinct ts, so first/last are unique. */
+export function mergeInto(a: Aggregate, b: Aggregate): void {
+  a.n += b.n;
+  a.total += b.total;
+  if (b.lo < a.lo) a.lo = b.lo;
+  if (b.hi > a.hi) a.hi = b.hi;
+  if (b.firstTs < a.firstTs) {
+    a.firstTs = b.firstTs;
+    a.firstValue = b.firstValue;
+  }
+  if (b.lastTs > a.lastTs) {
+    a.lastTs = b.lastTs;
+    a.lastValue = b.lastValue;
+  }
+}
+
+export function evaluate(fn: AggFn, a: Aggregate): number {
+  switch (fn) {
+    case 'mean':
+      return a.total / a.n;
+    case 'min':
+      return a.lo;
+    case 'max':
+      return a.hi;
+    case 'first':
+      return a.firstValue;
+    case 'last':
+      return a.lastValue;
+    case 'count':
+      return a.n;
+    case 'sum':
+      return a.total;
+  }
+}
+
+/**
+ * The rollup rows a group of written points adds to, aggregated in memory first so each
+ * (channel, level, bucket) is upserted once per ingest group, in key order (grp, res, bucket, seq):
+ * the order of the primary key, which keeps concurrent PostgreSQL replicas from deadlocking.
+ * Only points that were actually written may be passed (duplicates must not count twice).
+ */
+export function rollupDeltas(
+  points: Iterable<{ sensorSeq: number; ts: number; value: number }>,
+): RollupDelta[] {
+  const byKey = new Map<string, RollupDelta>();
+  for (const p of points) {
+    for (const res of ROLLUP_LEVELS) {
+      const bucket = bucketStart(p.ts, resMicros(res));
+      const key = `${p.sensorSeq}:${res}:${bucket}`;
+      const found = byKey.get(key);
+      if (found) mergeInto(found, pointAggregate(p.ts, p.value));
+      else byKey.set(key, { sensorSeq: p.sensorSeq, res, bucket, ...pointAggregate(p.ts, p.value) });
+    }
+  }
+  return [...byKey.values()].sort(
+    (a, b) =>
+      measurementGroup(a.sensorSeq) - measurementGroup(b.sensorSeq) ||
+      a.res - b.res ||
+      a.bucket - b.bucket ||
+      a.sensorSeq - b.sensorSeq,
+  );
+}
+
+/** A piece of a time range and where its data comes from: a rollup level, or raw points. */
+export interface Tile {
+  source: RollupRes | 'raw';
+  from: number;
+  to: number;
+}
+
+/**
+ * Splits `[from, to)` into pieces each read from the coarsest source that covers it exactly: whole
+ * days from daily rollups, whole hours at the edges from hourly ones, whole minutes from per-minute
+ * ones, and the sub-minute edges from raw points. Only levels no wider than the target bucket width
+ * are used (a 5-minute bucket cannot be read from hourly rollups), and every level width divides
+ * every wider aggregate width, so no tile straddles two target buckets.
+ */
+export function tile(from: number, to: number, aggWidth: number): Tile[] {
+  const levels = ROLLUP_LEVELS.filter((res) => resMicros(res) <= aggWidth);
+  const out: Tile[] = [];
+  const go = (a: number, b: number, i: number): void => {
+    if (a >= b) return;
+    const res = levels[i];
+    if (res === undefined) {
+      out.push({ source: 'raw', from: a, to: b });
+      return;
+    }
+    const w = resMicros(res);
+    const start = Math.ceil(a / w) * w;
+    const end = Math.floor(b / w) * w;
+    if (start >= end) {
+      go(a, b, i + 1);
+      return;
+    }
+    go(a, start, i + 1);
+    out.push({ source: res, from: start, to: end });
+    go(end, b, i + 1);
+  };
+  go(from, to, 0);
+  return out;
+}
