@@ -132,6 +132,19 @@ export interface Tables {
     expires_at: number;
   };
   rate_limit_counters: { bucket: string; window_start: number; count: number };
+  /** MQTT bridges (migration 0004): one client certificate each, known by its fingerprint. */
+  bridges: {
+    id: string;
+    account_id: string;
+    site_id: string;
+    name: string;
+    cert_serial: string;
+    cert_fingerprint: string;
+    expires_at: number;
+    created_at: number;
+    last_seen_at: number | null;
+    revoked_at: number | null;
+  };
   jobs: {
     id: string;
     kind: string;

@@ -1,6 +1,7 @@
 import type { Dialect } from '../database.ts';
 import { initial } from './0001_initial.ts';
 import { reads } from './0003_reads.ts';
+import { bridges } from './0004_bridges.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
@@ -18,4 +19,4 @@ export interface Migration {
   statements: (d: DialectSql) => string[];
 }
 
-export const MIGRATIONS: readonly Migration[] = [initial, reads];
+export const MIGRATIONS: readonly Migration[] = [initial, reads, bridges];
