@@ -21,6 +21,8 @@ export type AuditKind =
   | 'site.deleted'
   | 'token.created'
   | 'token.revoked'
+  | 'bridge.created'
+  | 'bridge.revoked'
   | 'sessions.revoked';
 
 export interface AuditEntryInput {
