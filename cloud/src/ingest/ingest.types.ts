@@ -1,6 +1,7 @@
 import type { ValidMeasurement } from '../../../shared/ingest.ts';
 import type { ApiError } from '../errors.ts';
 import type { DevicePrincipal } from '../http/context.ts';
+import type { Tables } from '../storage/schema.ts';
 import type { RollupDelta } from '../measurements/rollups.ts';
 
 /**
@@ -86,23 +87,10 @@ export interface SensorRef {
   label_key: string;
 }
 
-export interface NewSensorRow {
-  id: string;
-  channel_id: string;
-  account_id: string;
-  device_id: string;
-  kind: string;
-  label: string | null;
-  label_key: string;
-  unit: string;
-  ok_min: number;
-  ok_max: number;
-  grace_min: number;
-  rule_enabled: number;
-  no_data_min: number;
+/** A channel as ingest creates it: every column but the generated key and the last value. */
+export type NewSensorRow = Omit<Tables['sensors'], 'seq' | 'last_value' | 'last_ts' | 'state'> & {
   state: 'no_data';
-  created_at: number;
-}
+};
 
 export interface MeasurementRow {
   sensorSeq: number;
