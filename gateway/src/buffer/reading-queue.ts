@@ -1,0 +1,255 @@
+import { EventEmitter } from 'node:events';
+import fs from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import type { Logger } from '../logger.ts';
+import { ReadingRefused } from '../reading.ts';
+
+/** What a queued row is: a reading, a device's last-will/online state, or its info. */
+export type QueuedKind = 'reading' | 'state' | 'info';
+const KIND_CODE: Record<QueuedKind, number> = { reading: 0, state: 1, info: 2 };
+const KIND_NAME: QueuedKind[] = ['reading', 'state', 'info'];
+
+export interface QueueEntry {
+  device: string;
+  kind: QueuedKind;
+  /** Microseconds since the epoch: when the reading was taken (or the state changed). */
+  ts: number;
+  /** For readings the JSON array of wire measurements; otherwise the JSON payload itself. */
+  body: string;
+}
+
+export interface QueuedMessage extends QueueEntry {
+  id: number;
+}
+
+interface PendingAppend {
+  entry: QueueEntry;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+export interface ReadingQueueOptions {
+  /** The SQLite file; its directory is created when missing. */
+  file: string;
+  /** Rows the queue holds at most; beyond it new readings are refused (never old ones dropped). */
+  capacity: number;
+  log: Logger;
+}
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS outbox (
+  id INTEGER PRIMARY KEY,
+  device TEXT NOT NULL,
+  kind INTEGER NOT NULL,
+  ts INTEGER NOT NULL,
+  body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dead_letters (
+  id INTEGER PRIMARY KEY,
+  device TEXT NOT NULL,
+  kind INTEGER NOT NULL,
+  ts INTEGER NOT NULL,
+  body TEXT NOT NULL,
+  reason_code INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  rejected_at INTEGER NOT NULL
+);
+`;
+
+/**
+ * The gateway's durable outbox (ARCHITECTURE.md, "Gateway process"): an append-only SQLite table in
+ * WAL mode with synchronous=FULL, so a committed row survives a power cut. A reading enters it before
+ * its source is told "accepted" and leaves only after the cloud's PUBACK.
+ *
+ * Appends made in the same turn of the event loop share one transaction (one fsync), which is what
+ * lets a burst of devices be acknowledged quickly on an SD card. Deletes after PUBACK are batched the
+ * same way; losing one to a power cut only means the row is sent again, which the cloud's dedup on
+ * (device, ts, channel) turns into a no-op.
+ *
+ * Policy when full: new readings are refused (the source hears "not accepted" and keeps or retries
+ * them); readings already accepted are never dropped to make room.
+ */
+export class ReadingQueue extends EventEmitter<{ appended: [] }> {
+  private db: Database.Database | null = null;
+  private statements: {
+    insert: Database.Statement<[string, number, number, string]>;
+    peek: Database.Statement<[number, number]>;
+    remove: Database.Statement<[number]>;
+    oldest: Database.Statement<[]>;
+    deadLetter: Database.Statement<[number, string, number, number]>;
+    deadCount: Database.Statement<[]>;
+  } | null = null;
+  private pendingAppends: PendingAppend[] = [];
+  private pendingDeletes: number[] = [];
+  private appendScheduled = false;
+  private deleteScheduled = false;
+  private count = 0;
+  private deadLetters = 0;
+
+  constructor(private readonly options: ReadingQueueOptions) {
+    super();
+  }
+
+  get capacity(): number {
+    return this.options.capacity;
+  }
+
+  /** Rows waiting for the cloud's PUBACK (acknowledged rows whose delete is pending are not counted). */
+  get depth(): number {
+    return this.count;
+  }
+
+  get deadLetterCount(): number {
+    return this.deadLetters;
+  }
+
+  open(): void {
+    if (this.db) return;
+    fs.mkdirSync(path.dirname(this.options.file), { recursive: true });
+    const db = new Database(this.options.file);
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    db.pragma('cache_size = -4000');
+    db.exec(SCHEMA);
+    this.statements = {
+      insert: db.prepare('INSERT INTO outbox (device, kind, ts, body) VALUES (?, ?, ?, ?)'),
+      peek: db.prepare('SELECT id, device, kind, ts, body FROM outbox WHERE id > ? ORDER BY id LIMIT ?'),
+      remove: db.prepare('DELETE FROM outbox WHERE id = ?'),
+      oldest: db.prepare('SELECT ts FROM outbox ORDER BY id LIMIT 1'),
+      deadLetter: db.prepare(
+        `INSERT INTO dead_letters (device, kind, ts, body, reason_code, reason, rejected_at)
+         SELECT device, kind, ts, body, ?, ?, ? FROM outbox WHERE id = ?`,
+      ),
+      deadCount: db.prepare('SELECT count(*) AS n FROM dead_letters'),
+    };
+    this.db = db;
+    this.count = (db.prepare('SELECT count(*) AS n FROM outbox').get() as { n: number }).n;
+    this.deadLetters = (this.statements.deadCount.get() as { n: number }).n;
+    this.options.log.info(
+      { file: this.options.file, depth: this.count, deadLetters: this.deadLetters },
+      'buffer opened',
+    );
+  }
+
+  /**
+   * Queues one entry durably. Resolves once the transaction holding it committed; rejects with
+   * ReadingRefused('buffer_full') when the queue is at capacity, or ('buffer_error') when SQLite
+   * could not write (disk full, card gone).
+   */
+  append(entry: QueueEntry): Promise<void> {
+    if (!this.db) return Promise.reject(new ReadingRefused('buffer_error', 'the buffer is not open'));
+    return new Promise<void>((resolve, reject) => {
+      this.pendingAppends.push({ entry, resolve, reject });
+      if (!this.appendScheduled) {
+        this.appendScheduled = true;
+        setImmediate(() => this.flushAppends());
+      }
+    });
+  }
+
+  /** Commits every append of this turn in one transaction (one fsync). */
+  flushAppends(): void {
+    this.appendScheduled = false;
+    const batch = this.pendingAppends;
+    this.pendingAppends = [];
+    if (batch.length === 0 || !this.db || !this.statements) {
+      for (const p of batch) p.reject(new ReadingRefused('buffer_error', 'the buffer is closed'));
+      return;
+    }
+    const room = Math.max(0, this.options.capacity - this.count);
+    const admitted = batch.slice(0, room);
+    for (const p of batch.slice(room)) {
+      p.reject(new ReadingRefused('buffer_full', `the buffer holds its capacity of ${this.options.capacity}`));
+    }
+    if (admitted.length === 0) return;
+    const insert = this.statements.insert;
+    try {
+      this.db.transaction(() => {
+        for (const { entry } of admitted) insert.run(entry.device, KIND_CODE[entry.kind], entry.ts, entry.body);
+      })();
+    } catch (err) {
+      this.options.log.error({ err, rows: admitted.length }, 'buffer write failed');
+      for (const p of admitted) p.reject(new ReadingRefused('buffer_error', `buffer write failed: ${String(err)}`));
+      return;
+    }
+    this.count += admitted.length;
+    for (const p of admitted) p.resolve();
+    this.emit('appended');
+  }
+
+  /** Up to `limit` rows with an id above `afterId`, oldest first. */
+  peek(afterId: number, limit: number): QueuedMessage[] {
+    if (!this.statements) return [];
+    const rows = this.statements.peek.all(afterId, limit) as {
+      id: number;
+      device: string;
+      kind: number;
+      ts: number;
+      body: string;
+    }[];
+    return rows.map((r) => ({ id: r.id, device: r.device, kind: KIND_NAME[r.kind]!, ts: r.ts, body: r.body }));
+  }
+
+  /** The cloud PUBACKed these rows: they leave the queue (deleted in the next batch). */
+  ack(ids: readonly number[]): void {
+    this.count -= ids.length;
+    for (const id of ids) this.pendingDeletes.push(id);
+    if (this.pendingDeletes.length >= 2000) this.flushDeletes();
+    else if (!this.deleteScheduled) {
+      this.deleteScheduled = true;
+      setImmediate(() => this.flushDeletes());
+    }
+  }
+
+  flushDeletes(): void {
+    this.deleteScheduled = false;
+    const ids = this.pendingDeletes;
+    this.pendingDeletes = [];
+    if (ids.length === 0 || !this.db || !this.statements) return;
+    const remove = this.statements.remove;
+    try {
+      this.db.transaction(() => {
+        for (const id of ids) remove.run(id);
+      })();
+    } catch (err) {
+      // The rows stay and are sent again after a restart; the cloud deduplicates them.
+      this.options.log.error({ err, rows: ids.length }, 'buffer delete failed');
+    }
+  }
+
+  /**
+   * The cloud refused these rows for good (PUBACK 0x99 payload format invalid, 0x83 rule failure):
+   * they move to the dead-letter table with the reason, kept for an operator, never retried.
+   */
+  reject(ids: readonly number[], reasonCode: number, reason: string): void {
+    if (!this.db || !this.statements) return;
+    const { deadLetter, remove } = this.statements;
+    const at = Date.now() * 1000;
+    this.db.transaction(() => {
+      for (const id of ids) {
+        deadLetter.run(reasonCode, reason, at, id);
+        remove.run(id);
+      }
+    })();
+    this.count -= ids.length;
+    this.deadLetters += ids.length;
+  }
+
+  /** The taking time of the oldest queued row, microseconds; null when empty. */
+  oldestTs(): number | null {
+    if (!this.statements || this.count === 0) return null;
+    const row = this.statements.oldest.get() as { ts: number } | undefined;
+    return row?.ts ?? null;
+  }
+
+  /** Writes what is pending, then closes the database. Safe to call twice. */
+  close(): void {
+    if (!this.db) return;
+    this.flushAppends();
+    this.flushDeletes();
+    this.db.close();
+    this.db = null;
+    this.statements = null;
+  }
+}

@@ -1,0 +1,21 @@
+import { pino, type Logger } from 'pino';
+
+export type { Logger };
+
+/**
+ * One JSON logger for the gateway; each module takes a child with its namespace
+ * (`log.child({ module: 'uplink' })`). Key material and passwords are redacted here, once.
+ */
+export function createLogger(level: string, destination?: NodeJS.WritableStream): Logger {
+  return pino(
+    {
+      level,
+      base: undefined,
+      redact: {
+        paths: ['key_pem', '*.key_pem', 'password', '*.password', 'token', '*.token', 'query.token'],
+        censor: '[redacted]',
+      },
+    },
+    destination ?? process.stdout,
+  );
+}

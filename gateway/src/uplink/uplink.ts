@@ -1,0 +1,275 @@
+import { connect, type IClientOptions, type MqttClient } from 'mqtt';
+import { formatSeconds } from '../../../shared/time.ts';
+import type { ReadingQueue } from '../buffer/reading-queue.ts';
+import type { CheckResult, IdentifyResult } from '../collector.ts';
+import type { UplinkConfig } from '../config.ts';
+import type { Logger } from '../logger.ts';
+import type { GatewayStatus } from '../status.ts';
+import { buildMessages, type OutgoingMessage } from './outgoing.ts';
+
+/** PUBACK reason codes that mean "this payload will never be accepted" (decisions, "MQTT bridge"). */
+const PERMANENT_REFUSALS = new Set([0x83, 0x99]);
+
+export interface UplinkDeps {
+  config: UplinkConfig;
+  /** The gateway's own device id: MQTT client id and the device of its own last-will. */
+  gatewayId: string;
+  /** The gateway's software version, forwarded in its info message. */
+  version: string;
+  queue: ReadingQueue;
+  status: GatewayStatus;
+  log: Logger;
+  /** Executes a `cmd/identify` downlink on the device. */
+  identify: (device: string) => Promise<IdentifyResult>;
+  random?: () => number;
+}
+
+interface Connection {
+  client: MqttClient;
+  ready: boolean;
+  /** Highest queue id handed to this connection; rows above it have not been sent on it. */
+  cursor: number;
+  inflight: number;
+}
+
+/** mqtt.js options for a mutual-TLS MQTT 5 connection with the bridge bundle. */
+export function clientOptions(config: UplinkConfig, clientId: string, extra: Partial<IClientOptions> = {}): IClientOptions {
+  return {
+    protocolVersion: 5,
+    clientId,
+    key: config.keyPem,
+    cert: config.certPem,
+    ca: config.caPem,
+    rejectUnauthorized: true,
+    minVersion: 'TLSv1.2',
+    clean: true,
+    keepalive: config.keepaliveSeconds,
+    connectTimeout: config.connectTimeoutMs,
+    reconnectPeriod: 0,
+    ...extra,
+  } as IClientOptions;
+}
+
+/**
+ * The uplink to the cloud's MQTT 5 bridge (mutual TLS with the bundle of `POST /v1/bridges`).
+ *
+ * It drains the buffer oldest first: rows are read in id order, grouped into messages, and published
+ * at QoS 1 with up to `inflight` messages awaiting their PUBACK; a row is deleted only on the
+ * PUBACK of its message. New readings simply join the end of the queue, so after an outage the
+ * backlog drains while fresh readings keep flowing behind it.
+ *
+ * Each connection is a fresh mqtt.js client with its own reconnect disabled: when a connection
+ * ends, everything it had in flight is forgotten and sent again on the next one (the cloud's dedup
+ * on (device, ts, channel) makes that harmless), and the next attempt waits an exponential backoff
+ * with jitter. The gateway's own retained last-will announces when the uplink drops.
+ */
+export class Uplink {
+  private conn: Connection | null = null;
+  private reconnectTimer: NodeJS.Timeout | null = null;
+  private attempt = 0;
+  private stopped = true;
+  private readonly onAppended = () => this.pump();
+  private readonly log: Logger;
+
+  constructor(private readonly deps: UplinkDeps) {
+    this.log = deps.log;
+  }
+
+  private topic(device: string, suffix = ''): string {
+    return `${this.deps.config.topicRoot}${device}${suffix}`;
+  }
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.deps.queue.on('appended', this.onAppended);
+    this.connect();
+  }
+
+  private connect(): void {
+    this.reconnectTimer = null;
+    if (this.stopped) return;
+    const { config, gatewayId, status } = this.deps;
+    status.setUplinkState('connecting');
+    const will = {
+      topic: this.topic(gatewayId, '/lwt'),
+      payload: Buffer.from(
+        JSON.stringify({ status: 'offline', reason: 'gateway connection lost', at: formatSeconds(Date.now() * 1000) }),
+      ),
+      qos: 1 as const,
+      retain: true,
+    };
+    const client = connect(config.url, clientOptions(config, gatewayId, { will }));
+    const conn: Connection = { client, ready: false, cursor: 0, inflight: 0 };
+    this.conn = conn;
+    client.on('connect', (connack) => {
+      if (this.conn !== conn) return;
+      conn.ready = true;
+      this.attempt = 0;
+      status.uplink.connects++;
+      status.setUplinkState('connected', undefined);
+      this.log.info({ url: config.url, sessionPresent: connack.sessionPresent }, 'uplink connected');
+      this.announce(conn);
+      client.subscribe(this.topic('+', '/cmd/identify'), { qos: 1 }, (err, granted) => {
+        if (err) this.log.warn({ err: err.message }, 'subscribe to cmd/identify failed');
+        else this.log.debug({ granted }, 'subscribed to cmd/identify');
+      });
+      this.pump();
+    });
+    client.on('message', (topic) => this.onDownlink(topic));
+    client.on('disconnect', (packet) => {
+      this.log.warn(
+        { reasonCode: packet.reasonCode, reasonString: packet.properties?.reasonString },
+        'the cloud disconnected the uplink',
+      );
+    });
+    client.on('error', (err: Error & { code?: string | number }) => {
+      if (this.conn !== conn) return;
+      status.setUplinkState(status.uplink.state, `${err.message}${err.code !== undefined ? ` (${err.code})` : ''}`);
+      this.log.warn({ err: err.message, code: err.code }, 'uplink error');
+    });
+    client.on('close', () => this.dropConnection(conn, 'connection closed'));
+  }
+
+  /** Ends a connection: its in-flight messages are forgotten (sent again later), and a reconnect is planned. */
+  private dropConnection(conn: Connection, why: string): void {
+    if (this.conn !== conn) return;
+    this.conn = null;
+    this.deps.status.uplink.inflight = 0;
+    conn.client.removeAllListeners('connect');
+    conn.client.removeAllListeners('message');
+    conn.client.on('error', () => undefined); // a late socket error of a dead client is not ours to report
+    conn.client.end(true);
+    if (this.stopped) return;
+    const { reconnectMinMs, reconnectMaxMs } = this.deps.config;
+    const random = this.deps.random ?? Math.random;
+    const ceiling = Math.min(reconnectMaxMs, reconnectMinMs * 2 ** Math.min(this.attempt, 30));
+    const delay = Math.round(ceiling / 2 + (random() * ceiling) / 2);
+    this.attempt++;
+    this.deps.status.setUplinkState('waiting');
+    this.log.info({ why, retryInMs: delay, attempt: this.attempt }, 'uplink down: reconnecting after backoff');
+    this.reconnectTimer = setTimeout(() => this.connect(), delay);
+  }
+
+  /** The gateway's own online state and info, retained, on every connect. */
+  private announce(conn: Connection): void {
+    const { gatewayId, version } = this.deps;
+    const online = JSON.stringify({ status: 'online', at: formatSeconds(Date.now() * 1000) });
+    const info = JSON.stringify({ model: 'gateway-pi', fw_version: version });
+    for (const [suffix, payload] of [
+      ['/lwt', online],
+      ['/info', info],
+    ] as const) {
+      conn.client.publish(this.topic(gatewayId, suffix), payload, { qos: 1, retain: true }, (err) => {
+        if (err && this.conn === conn) this.log.warn({ err: err.message, suffix }, 'gateway announcement refused');
+      });
+    }
+  }
+
+  /** Sends rows oldest first while fewer than `inflight` messages await their PUBACK. */
+  private pump(): void {
+    const conn = this.conn;
+    if (!conn?.ready) return;
+    const window = this.deps.config.inflight;
+    // Refill at half the window, so a steady stream reads the queue in batches, not a row at a time.
+    while (conn.inflight <= window / 2) {
+      const rows = this.deps.queue.peek(conn.cursor, window - conn.inflight);
+      if (rows.length === 0) return;
+      conn.cursor = rows[rows.length - 1]!.id;
+      for (const message of buildMessages(rows, this.deps.config.topicRoot)) this.publish(conn, message);
+    }
+  }
+
+  private publish(conn: Connection, message: OutgoingMessage): void {
+    conn.inflight++;
+    this.deps.status.uplink.inflight = conn.inflight;
+    conn.client.publish(message.topic, message.payload, { qos: 1, retain: message.retain }, (err, packet) => {
+      if (this.conn !== conn) return; // that connection is gone; its rows are sent again on the next
+      conn.inflight--;
+      this.deps.status.uplink.inflight = conn.inflight;
+      if (!err) {
+        this.deps.queue.ack(message.ids);
+        this.deps.status.uplink.published++;
+        this.pump();
+        return;
+      }
+      const code = (err as Error & { code?: unknown }).code;
+      const reason = (packet as { properties?: { reasonString?: string } } | undefined)?.properties?.reasonString;
+      if (typeof code === 'number' && PERMANENT_REFUSALS.has(code)) {
+        this.deps.queue.reject(message.ids, code, reason ?? err.message);
+        this.deps.status.uplink.rejected++;
+        this.log.warn(
+          { topic: message.topic, reasonCode: code, reason, payload: message.payload },
+          'the cloud refused a message for good: kept in the dead-letter table',
+        );
+        this.pump();
+        return;
+      }
+      // Anything else (server trouble, quota, not authorised) is retried: after a backoff, on a new connection.
+      this.log.warn({ topic: message.topic, reasonCode: code, reason, err: err.message }, 'publish failed: retrying later');
+      this.dropConnection(conn, `PUBACK ${typeof code === 'number' ? `0x${code.toString(16)}` : err.message}`);
+    });
+  }
+
+  private onDownlink(topic: string): void {
+    const root = this.deps.config.topicRoot;
+    if (!topic.startsWith(root) || !topic.endsWith('/cmd/identify')) return;
+    const device = topic.slice(root.length, -'/cmd/identify'.length);
+    this.deps.identify(device).then(
+      (result) => this.log.info({ device, result }, `cmd/identify for ${device}: ${result}`),
+      (err: unknown) => this.log.error({ device, err }, `cmd/identify for ${device} failed`),
+    );
+  }
+
+  /** Stops sending; rows in flight stay in the queue for the next start. Safe to call twice. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.deps.queue.off('appended', this.onAppended);
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = null;
+    const conn = this.conn;
+    this.conn = null;
+    this.deps.status.setUplinkState('stopped');
+    if (!conn) return;
+    conn.client.removeAllListeners();
+    conn.client.on('error', () => undefined);
+    if (conn.ready) {
+      // A clean DISCONNECT suppresses the will, so say "offline" ourselves first (bounded wait).
+      const offline = JSON.stringify({ status: 'offline', reason: 'gateway stopped', at: formatSeconds(Date.now() * 1000) });
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 2000);
+        conn.client.publish(this.topic(this.deps.gatewayId, '/lwt'), offline, { qos: 1, retain: true }, () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+    await conn.client.endAsync(true);
+  }
+}
+
+/** `--check`: one connection with the bundle, reporting the CONNACK or the error. */
+export async function probeUplink(config: UplinkConfig, clientId: string, signal: AbortSignal): Promise<CheckResult> {
+  const details = [`bridge ${config.url}, topic root ${config.topicRoot}`, `client certificate ${config.certSubject}, valid until ${config.certExpires}`];
+  const client = connect(config.url, clientOptions(config, `${clientId}-check`));
+  try {
+    const outcome = await new Promise<{ ok: boolean; line: string }>((resolve) => {
+      const timer = setTimeout(() => resolve({ ok: false, line: `no CONNACK within ${config.connectTimeoutMs} ms` }), config.connectTimeoutMs);
+      signal.addEventListener('abort', () => resolve({ ok: false, line: 'aborted' }), { once: true });
+      client.once('connect', () => {
+        clearTimeout(timer);
+        resolve({ ok: true, line: 'connected: MQTT 5 over mutual TLS accepted' });
+      });
+      client.once('error', (err: Error & { code?: unknown }) => {
+        clearTimeout(timer);
+        resolve({ ok: false, line: `refused: ${err.message}${err.code !== undefined ? ` (${String(err.code)})` : ''}` });
+      });
+    });
+    details.push(outcome.line);
+    return { ok: outcome.ok, details };
+  } finally {
+    client.on('error', () => undefined);
+    await client.endAsync(true);
+  }
+}
