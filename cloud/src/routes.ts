@@ -1,9 +1,11 @@
 import { accountRoutes } from './accounts/accounts.routes.ts';
 import { authRoutes } from './auth/auth.routes.ts';
+import { bridgeRoutes } from './bridges/bridges.routes.ts';
 import { deviceRoutes } from './devices/devices.routes.ts';
 import { openApiDocument } from './http/openapi.ts';
 import type { RouteDef } from './http/route-table.ts';
 import { ingestRoutes } from './ingest/ingest.routes.ts';
+import { measurementRoutes } from './measurements/measurements.routes.ts';
 import { sensorRoutes } from './sensors/sensors.routes.ts';
 import type { Services } from './services.ts';
 import { siteRoutes } from './sites/sites.routes.ts';
@@ -27,6 +29,8 @@ export function allRoutes(s: Services): RouteDef[] {
     ...siteRoutes(s),
     ...deviceRoutes(s),
     ...sensorRoutes(s),
+    ...bridgeRoutes(s),
+    ...measurementRoutes(s),
   ];
   return routes;
 }

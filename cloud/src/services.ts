@@ -3,6 +3,9 @@ import { AuditRepository } from './audit/audit.repository.ts';
 import { AuthRepository } from './auth/auth.repository.ts';
 import { AuthService } from './auth/auth.service.ts';
 import { Authenticator } from './auth/authenticator.ts';
+import { BridgeDevices } from './bridges/bridge-devices.ts';
+import { BridgesRepository } from './bridges/bridges.repository.ts';
+import { BridgesService } from './bridges/bridges.service.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import { DevicesRepository } from './devices/devices.repository.ts';
@@ -15,7 +18,12 @@ import { JobQueue } from './jobs/job-queue.ts';
 import { IdempotencyStore } from './limits/idempotency.ts';
 import { RateLimiter } from './limits/rate-limiter.ts';
 import type { Logger } from './logger.ts';
+import { MeasurementsRepository } from './measurements/measurements.repository.ts';
+import { MeasurementsService } from './measurements/measurements.service.ts';
 import { Mailer, type Mail } from './mail/mailer.ts';
+import { MqttBridge } from './mqtt/mqtt-bridge.ts';
+import { BridgePki } from './pki/pki.ts';
+import { RetentionJob } from './retention/retention.ts';
 import { SensorsRepository } from './sensors/sensors.repository.ts';
 import { SensorsService } from './sensors/sensors.service.ts';
 import { SitesRepository } from './sites/sites.repository.ts';
@@ -50,6 +58,14 @@ export interface Services {
   sensorsRepository: SensorsRepository;
   sensors: SensorsService;
   ingest: IngestCore;
+  pki: BridgePki;
+  bridgesRepository: BridgesRepository;
+  bridges: BridgesService;
+  /** The MQTT bridge endpoint; started by `Cloud.start()` unless MQTT_PORT is 0. */
+  mqtt: MqttBridge;
+  measurementsRepository: MeasurementsRepository;
+  measurements: MeasurementsService;
+  retention: RetentionJob;
 }
 
 /** The ingest hot path uses each database's own driver directly (the one dialect branch of ingest). */
@@ -105,8 +121,52 @@ export function buildServices(deps: {
     config,
     log: log.child({ module: 'ingest' }),
   });
+  const pki = new BridgePki({ config: config.pki, clock, log: log.child({ module: 'pki' }) });
+  const bridgesRepository = new BridgesRepository();
+  const mqtt = new MqttBridge({
+    db,
+    clock,
+    log: log.child({ module: 'mqtt' }),
+    pki,
+    bridges: bridgesRepository,
+    devices: new BridgeDevices({
+      db,
+      clock,
+      devices: devicesRepository,
+      audit,
+      log: log.child({ module: 'mqtt' }),
+    }),
+    ingest,
+  });
+  const bridges = new BridgesService({
+    db,
+    clock,
+    pki,
+    bridges: bridgesRepository,
+    sites,
+    audit,
+    connections: mqtt,
+    mqttUrl: () =>
+      config.mqttUrl ?? `mqtts://${new URL(config.baseUrl).hostname}:${mqtt.port || config.mqttPort || 8883}`,
+  });
+  const measurementsRepository = new MeasurementsRepository();
+  const measurements = new MeasurementsService({ db, clock, config, measurements: measurementsRepository });
+  const retention = new RetentionJob({
+    db,
+    clock,
+    config,
+    log: log.child({ module: 'retention' }),
+    measurements: measurementsRepository,
+  });
   return {
     ingest,
+    pki,
+    bridgesRepository,
+    bridges,
+    mqtt,
+    measurementsRepository,
+    measurements,
+    retention,
     config,
     clock,
     log,

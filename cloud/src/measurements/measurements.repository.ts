@@ -1,0 +1,169 @@
+import { sql } from 'kysely';
+import type { Db } from '../storage/database.ts';
+import { MEASUREMENT_GROUP_SHIFT, measurementGroup } from '../storage/layout.ts';
+import { ROLLUP_LEVELS, resMicros, type Aggregate, type RollupRes } from './rollups.ts';
+
+/** A channel as reads see it: its integer key and what the export and views need. */
+export interface ChannelRow {
+  seq: number;
+  id: string;
+  channel_id: string;
+  device_id: string;
+  kind: string;
+  label: string | null;
+  unit: string;
+  site_id: string;
+  device_deleted_at: number | null;
+}
+
+export interface RawPoint {
+  ts: number;
+  value: number;
+}
+
+export interface RollupRow extends Aggregate {
+  bucket: number;
+}
+
+/**
+ * The SQL of measurement reads. A channel's rows are read by their key, `grp = seq >> 4` first
+ * (storage/layout.ts), so every query here is an index range scan on both databases.
+ */
+export class MeasurementsRepository {
+  /**
+   * A channel of the account whose data is still kept: its device is live, or was deleted after
+   * `deletedAfter` (decisions, "Devices": a deleted device's channels stay readable until retention).
+   */
+  async findChannel(
+    db: Db,
+    accountId: string,
+    channelId: string,
+    deletedAfter: number,
+  ): Promise<ChannelRow | undefined> {
+    const rows = await this.channels(db, accountId, deletedAfter)
+      .where('s.channel_id', '=', channelId)
+      .execute();
+    return rows[0];
+  }
+
+  async findChannels(
+    db: Db,
+    accountId: string,
+    channelIds: string[],
+    deletedAfter: number,
+  ): Promise<ChannelRow[]> {
+    if (channelIds.length === 0) return [];
+    return this.channels(db, accountId, deletedAfter).where('s.channel_id', 'in', channelIds).execute();
+  }
+
+  /** Every readable channel of the account, in key order (the export walks them). */
+  async listChannels(db: Db, accountId: string, deletedAfter: number): Promise<ChannelRow[]> {
+    return this.channels(db, accountId, deletedAfter).orderBy('s.seq').execute();
+  }
+
+  private channels(db: Db, accountId: string, deletedAfter: number) {
+    return db
+      .selectFrom('sensors as s')
+      .innerJoin('devices as d', 'd.id', 's.device_id')
+      .select([
+        's.seq',
+        's.id',
+        's.channel_id',
+        's.device_id',
+        's.kind',
+        's.label',
+        's.unit',
+        'd.site_id',
+        'd.deleted_at as device_deleted_at',
+      ])
+      .where('s.account_id', '=', accountId)
+      .where((eb) => eb.or([eb('d.deleted_at', 'is', null), eb('d.deleted_at', '>', deletedAfter)]));
+  }
+
+  /** Raw points in `[from, to)`, oldest first, at most `limit`. */
+  async raw(db: Db, seq: number, from: number, to: number, limit: number): Promise<RawPoint[]> {
+    return db
+      .selectFrom('measurements')
+      .select(['ts', 'value'])
+      .where('grp', '=', measurementGroup(seq))
+      .where('sensor_seq', '=', seq)
+      .where('ts', '>=', from)
+      .where('ts', '<', to)
+      .orderBy('ts')
+      .limit(limit)
+      .execute();
+  }
+
+  /** Rollup rows of one level whose bucket starts in `[from, to)`, oldest first. */
+  async rollups(db: Db, seq: number, res: RollupRes, from: number, to: number): Promise<RollupRow[]> {
+    return db
+      .selectFrom('measurement_rollups')
+      .select([
+        'bucket',
+        'n',
+        'total',
+        'lo',
+        'hi',
+        'first_ts as firstTs',
+        'first_value as firstValue',
+        'last_ts as lastTs',
+        'last_value as lastValue',
+      ])
+      .where('grp', '=', measurementGroup(seq))
+      .where('res', '=', res)
+      .where('sensor_seq', '=', seq)
+      .where('bucket', '>=', from)
+      .where('bucket', '<', to)
+      .orderBy('bucket')
+      .execute();
+  }
+
+  /**
+   * The start of the first minute in `[from, to)` (from rounded down to its minute) that holds data:
+   * every written point has a per-minute rollup, so this finds the next data without scanning raw
+   * rows, and lets sparse ranges skip their empty stretches.
+   */
+  async nextDataMinute(db: Db, seq: number, fromMinute: number, to: number): Promise<number | null> {
+    const row = await db
+      .selectFrom('measurement_rollups')
+      .select('bucket')
+      .where('grp', '=', measurementGroup(seq))
+      .where('res', '=', 60)
+      .where('sensor_seq', '=', seq)
+      .where('bucket', '>=', fromMinute)
+      .where('bucket', '<', to)
+      .orderBy('bucket')
+      .limit(1)
+      .executeTakeFirst();
+    return row?.bucket ?? null;
+  }
+
+  /** Deletes a group's raw rows and rollups older than `cutoff`; answers how many raw rows went. */
+  async deleteBefore(db: Db, grp: number, cutoff: number): Promise<number> {
+    const result = await db
+      .deleteFrom('measurements')
+      .where('grp', '=', grp)
+      .where('ts', '<', cutoff)
+      .executeTakeFirst();
+    // A bucket goes when it lies wholly before the cutoff (the cutoff is day-aligned, so all do).
+    for (const res of ROLLUP_LEVELS) {
+      await db
+        .deleteFrom('measurement_rollups')
+        .where('grp', '=', grp)
+        .where('res', '=', res)
+        .where('bucket', '<=', cutoff - resMicros(res))
+        .execute();
+    }
+    return Number(result.numDeletedRows);
+  }
+
+  /** The channel groups that hold any data, for the retention job. */
+  async groups(db: Db): Promise<number[]> {
+    const rows = await db
+      .selectFrom('sensors')
+      .select(sql<number>`seq >> ${sql.lit(MEASUREMENT_GROUP_SHIFT)}`.as('grp'))
+      .distinct()
+      .execute();
+    return rows.map((r) => Number(r.grp)).sort((a, b) => a - b);
+  }
+}

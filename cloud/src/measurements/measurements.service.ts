@@ -1,0 +1,143 @@
+import { MICROS_PER_MINUTE } from '../../../shared/time.ts';
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import { notFound } from '../errors.ts';
+import { retentionCutoff } from '../retention/retention.ts';
+import type { Db } from '../storage/database.ts';
+import type { ChannelRow, MeasurementsRepository } from './measurements.repository.ts';
+import {
+  bucketStart,
+  evaluate,
+  mergeInto,
+  pointAggregate,
+  tile,
+  type Aggregate,
+  type AggFn,
+} from './rollups.ts';
+
+export interface Point {
+  ts: number;
+  value: number;
+}
+
+/** What to read: `[from, to)` raw (width null) or in buckets of `width` µs evaluated with `fn`. */
+export interface SeriesQuery {
+  from: number;
+  to: number;
+  width: number | null;
+  fn: AggFn;
+}
+
+export interface SeriesPage {
+  points: Point[];
+  hasMore: boolean;
+}
+
+/** Raw rows per query when streaming (CSV, export): bounded memory however long the range. */
+const RAW_CHUNK = 10_000;
+/** Buckets per window when streaming aggregates. */
+const BUCKET_CHUNK = 2_000;
+
+/**
+ * Measurement reads (decisions, "Measurements (read)"): raw points, or buckets aligned to UTC epoch
+ * multiples and stamped with their start, `from` inclusive and `to` exclusive, empty buckets left out.
+ * Aggregates are merged from rollups (`rollups.ts`), so a year at `1d` reads a few hundred rows.
+ */
+export class MeasurementsService {
+  constructor(
+    private readonly deps: { db: Db; clock: Clock; config: Config; measurements: MeasurementsRepository },
+  ) {}
+
+  /** Devices deleted before this are past retention: their channels are gone for reads. */
+  private deletedAfter(): number {
+    return retentionCutoff(this.deps.config, this.deps.clock.nowMicros());
+  }
+
+  /** A readable channel of the account, else 404 `channel_not_found` (foreign ids alike). */
+  async channel(accountId: string, channelId: string): Promise<ChannelRow> {
+    const { db, measurements } = this.deps;
+    const found = await measurements.findChannel(db, accountId, channelId, this.deletedAfter());
+    if (!found) throw notFound('channel');
+    return found;
+  }
+
+  /** Readable channels in the order asked; any unknown or foreign id is 404 `channel_not_found`. */
+  async channels(accountId: string, channelIds: string[]): Promise<ChannelRow[]> {
+    const { db, measurements } = this.deps;
+    const rows = await measurements.findChannels(db, accountId, channelIds, this.deletedAfter());
+    const byId = new Map(rows.map((r) => [r.channel_id, r]));
+    return channelIds.map((id) => {
+      const row = byId.get(id);
+      if (!row) throw notFound('channel');
+      return row;
+    });
+  }
+
+  /**
+   * One page of at most `limit` points starting at `start` (the range's `from`, or just after the
+   * previous page's last point); `hasMore` says whether another point follows.
+   */
+  async page(seq: number, q: SeriesQuery, start: number, limit: number): Promise<SeriesPage> {
+    const points: Point[] = [];
+    if (q.width === null) {
+      points.push(...(await this.deps.measurements.raw(this.deps.db, seq, start, q.to, limit + 1)));
+    } else {
+      for await (const p of this.aggregated(seq, { ...q, from: start }, limit + 1)) {
+        points.push(p);
+        if (points.length > limit) break;
+      }
+    }
+    const hasMore = points.length > limit;
+    return { points: hasMore ? points.slice(0, limit) : points, hasMore };
+  }
+
+  /** Every point of the range, oldest first, read in bounded chunks (CSV and export). */
+  async *stream(seq: number, q: SeriesQuery): AsyncGenerator<Point> {
+    if (q.width !== null) {
+      yield* this.aggregated(seq, q, BUCKET_CHUNK);
+      return;
+    }
+    let from = q.from;
+    for (;;) {
+      const rows = await this.deps.measurements.raw(this.deps.db, seq, from, q.to, RAW_CHUNK);
+      yield* rows;
+      if (rows.length < RAW_CHUNK) return;
+      from = rows[rows.length - 1]!.ts + 1;
+    }
+  }
+
+  /**
+   * Buckets of `q.width` over `[q.from, q.to)`, window by window (`chunk` buckets each). Before each
+   * window it seeks the next minute holding data, so long empty stretches cost one query.
+   */
+  private async *aggregated(seq: number, q: SeriesQuery, chunk: number): AsyncGenerator<Point> {
+    const { db, measurements } = this.deps;
+    const width = q.width!;
+    let pos = q.from;
+    while (pos < q.to) {
+      const next = await measurements.nextDataMinute(db, seq, bucketStart(pos, MICROS_PER_MINUTE), q.to);
+      if (next === null) return;
+      const windowStart = Math.max(pos, bucketStart(next, width));
+      const windowEnd = Math.min(q.to, bucketStart(windowStart, width) + chunk * width);
+      const buckets = new Map<number, Aggregate>();
+      const add = (bucket: number, a: Aggregate) => {
+        const found = buckets.get(bucket);
+        if (found) mergeInto(found, a);
+        else buckets.set(bucket, { ...a });
+      };
+      for (const t of tile(windowStart, windowEnd, width)) {
+        if (t.source === 'raw') {
+          const rows = await measurements.raw(db, seq, t.from, t.to, Number.MAX_SAFE_INTEGER);
+          for (const r of rows) add(bucketStart(r.ts, width), pointAggregate(r.ts, r.value));
+        } else {
+          for (const r of await measurements.rollups(db, seq, t.source, t.from, t.to))
+            add(bucketStart(r.bucket, width), r);
+        }
+      }
+      for (const bucket of [...buckets.keys()].sort((a, b) => a - b)) {
+        yield { ts: bucket, value: evaluate(q.fn, buckets.get(bucket)!) };
+      }
+      pos = windowEnd;
+    }
+  }
+}
