@@ -242,7 +242,7 @@ describe.each(DATABASES)('GET /v1/channels/{id}/measurements on %s', (db) => {
       const answer = await get(`/v1/channels/${channelId}/measurements?format=csv`);
       expect(answer.status).toBe(200);
       expect(answer.headers.get('content-type')).toBe('text/csv; charset=utf-8');
-      const rows = parse(answer.text, { columns: true }) as { ts: string; value: string }[];
+      const rows = parse<{ ts: string; value: string }>(answer.text, { columns: true });
       const inRange = readings.filter((r) => r.ts >= NOW - 1440 * MINUTE);
       expect(rows).toHaveLength(inRange.length);
       expect(rows.map((r) => [r.ts, Number(r.value)])).toEqual(
@@ -256,7 +256,7 @@ describe.each(DATABASES)('GET /v1/channels/{id}/measurements on %s', (db) => {
       const readings = Array.from({ length: 600 }, (_, i) => ({ ts: NOW - (600 - i) * MINUTE, value: i }));
       const { channelId } = await ingestCore(t, device, readings);
       const answer = await get(`/v1/channels/${channelId}/measurements?format=csv&agg=1h&fn=max`);
-      const rows = parse(answer.text, { columns: true }) as { ts: string; value: string }[];
+      const rows = parse<{ ts: string; value: string }>(answer.text, { columns: true });
       expect(rows).toEqual(
         Array.from({ length: 10 }, (_, h) => ({
           ts: formatMicros(NOW - (10 - h) * 60 * MINUTE),
