@@ -23,6 +23,8 @@ export type AuditKind =
   | 'token.revoked'
   | 'bridge.created'
   | 'bridge.revoked'
+  | 'webhook.created'
+  | 'webhook.deleted'
   | 'sessions.revoked';
 
 export interface AuditEntryInput {
