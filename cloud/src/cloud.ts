@@ -16,6 +16,11 @@ export interface CloudOptions {
   /** PostgreSQL schema (tests isolate themselves in one). */
   database?: OpenOptions;
   jobPollMs?: number;
+  /**
+   * Start the MQTT bridge on this port whatever MQTT_PORT says (0: any free port, as tests and
+   * benchmarks use). Without it the bridge listens on MQTT_PORT, and MQTT_PORT=0 disables it.
+   */
+  mqttListenPort?: number;
 }
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
@@ -63,6 +68,16 @@ export class Cloud {
     const { app, routes } = createApp(this.services);
     this.routes = routes;
     this.server.on('request', app);
+    const mqttPort = this.options.mqttListenPort ?? (config.mqttPort === 0 ? null : config.mqttPort);
+    if (mqttPort !== null) {
+      try {
+        await this.services.pki.start();
+        await this.services.mqtt.start(mqttPort, config.mqttHost);
+      } catch (err) {
+        await this.stop();
+        throw err;
+      }
+    }
     this.services.jobs.start();
     this.maintenance = setInterval(() => void this.runMaintenance(), MAINTENANCE_INTERVAL_MS);
     this.maintenance.unref();
@@ -84,6 +99,11 @@ export class Cloud {
     }
   }
 
+  /** The MQTT bridge's port, 0 when it is disabled. */
+  get mqttPort(): number {
+    return this.services?.mqtt.port ?? 0;
+  }
+
   get port(): number {
     return (this.server?.address() as AddressInfo).port;
   }
@@ -102,6 +122,8 @@ export class Cloud {
 
   private async shutdown(): Promise<void> {
     if (this.maintenance) clearInterval(this.maintenance);
+    // MQTT first: its publishes in progress still need the ingest core and the database.
+    if (this.services) await this.services.mqtt.stop();
     const server = this.server;
     if (server) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));

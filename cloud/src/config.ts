@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import type { PkiConfig } from './pki/pki.ts';
 
 /**
  * The cloud's configuration, read once from the environment at start (ARCHITECTURE.md, "How it
@@ -17,6 +18,16 @@ const EnvSchema = z.object({
   PORT: port.default(8080),
   HOST: z.string().min(1).default('0.0.0.0'),
   MQTT_PORT: port.default(8883),
+  MQTT_HOST: z.string().min(1).optional(),
+  MQTT_URL: z.url({ protocol: /^mqtts$/, error: 'must be mqtts://host[:port]' }).optional(),
+  MQTT_TLS_HOSTS: z
+    .string()
+    .regex(/^[a-z0-9.:-]+(,[a-z0-9.:-]+)*$/i, 'must be host names or IP addresses separated by commas')
+    .optional(),
+  PKI_CA_CERT_FILE: z.string().min(1).optional(),
+  PKI_CA_KEY_FILE: z.string().min(1).optional(),
+  MQTT_TLS_CERT_FILE: z.string().min(1).optional(),
+  MQTT_TLS_KEY_FILE: z.string().min(1).optional(),
   DATA_DIR: z.string().min(1).default('./data'),
   DATABASE_URL: z
     .string()
@@ -56,7 +67,13 @@ export interface RateLimits {
 export interface Config {
   readonly port: number;
   readonly host: string;
+  /** 0 disables the MQTT bridge. */
   readonly mqttPort: number;
+  readonly mqttHost: string;
+  /** MQTT_URL: what bridges are told to connect to; null = mqtts://<BASE_URL host>:<MQTT port>. */
+  readonly mqttUrl: string | null;
+  /** The service CA and the MQTT server certificate (configured files, or made in $DATA_DIR/pki). */
+  readonly pki: PkiConfig;
   readonly dataDir: string;
   /** `postgres://...` or `sqlite:<absolute file>` */
   readonly databaseUrl: string;
@@ -91,10 +108,33 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   const e = parsed.data;
   const dataDir = path.resolve(e.DATA_DIR);
   const baseUrl = (e.BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, '');
+  for (const [a, b] of [
+    ['PKI_CA_CERT_FILE', 'PKI_CA_KEY_FILE'],
+    ['MQTT_TLS_CERT_FILE', 'MQTT_TLS_KEY_FILE'],
+  ] as const) {
+    if ((e[a] === undefined) !== (e[b] === undefined)) {
+      const [set, unset] = e[a] === undefined ? [b, a] : [a, b];
+      throw new ConfigError(`invalid ${unset}="": ${set} is set, so ${unset} must be set too`);
+    }
+  }
+  const hostOf = (u: string) => new URL(u).hostname.replace(/^\[(.*)\]$/, '$1');
+  const tlsHosts = e.MQTT_TLS_HOSTS
+    ? e.MQTT_TLS_HOSTS.split(',')
+    : [...(e.MQTT_URL ? [hostOf(e.MQTT_URL)] : []), hostOf(baseUrl), 'localhost', '127.0.0.1', '::1'];
   return Object.freeze({
     port: e.PORT,
     host: e.HOST,
     mqttPort: e.MQTT_PORT,
+    mqttHost: e.MQTT_HOST ?? e.HOST,
+    mqttUrl: e.MQTT_URL?.replace(/\/+$/, '') ?? null,
+    pki: Object.freeze({
+      dir: path.join(dataDir, 'pki'),
+      caCertFile: e.PKI_CA_CERT_FILE ? path.resolve(e.PKI_CA_CERT_FILE) : null,
+      caKeyFile: e.PKI_CA_KEY_FILE ? path.resolve(e.PKI_CA_KEY_FILE) : null,
+      serverCertFile: e.MQTT_TLS_CERT_FILE ? path.resolve(e.MQTT_TLS_CERT_FILE) : null,
+      serverKeyFile: e.MQTT_TLS_KEY_FILE ? path.resolve(e.MQTT_TLS_KEY_FILE) : null,
+      serverHosts: [...new Set(tlsHosts)],
+    }),
     dataDir,
     databaseUrl: e.DATABASE_URL ?? `sqlite:${path.join(dataDir, 'cloud.db')}`,
     baseUrl,

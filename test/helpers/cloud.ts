@@ -27,7 +27,14 @@ export interface TestCloud {
  * database then belongs to the first, which disposes of it.
  */
 export async function startTestCloud(
-  options: { db?: DbKind; env?: Record<string, string>; clock?: Clock; sameDatabaseAs?: TestCloud } = {},
+  options: {
+    db?: DbKind;
+    env?: Record<string, string>;
+    clock?: Clock;
+    sameDatabaseAs?: TestCloud;
+    /** Start the MQTT bridge on a free port (`cloud.mqttPort`); MQTT_PORT stays 0 otherwise. */
+    mqtt?: boolean;
+  } = {},
 ): Promise<TestCloud> {
   const shared = options.sameDatabaseAs?.database;
   const database = shared ?? testDatabase(options.db ?? 'sqlite');
@@ -54,6 +61,7 @@ export async function startTestCloud(
     log: createLogger(config.logLevel, sink),
     database: { schema: database.schema },
     jobPollMs: 50,
+    ...(options.mqtt ? { mqttListenPort: 0 } : {}),
   });
   await cloud.start();
   const url = cloud.url;

@@ -58,7 +58,9 @@ export class DevicesRepository {
   async update(
     db: Db,
     id: string,
-    patch: Partial<Pick<DeviceRow, 'name' | 'local_id' | 'notes' | 'token_hash' | 'token_issued_at'>>,
+    patch: Partial<
+      Pick<DeviceRow, 'name' | 'local_id' | 'notes' | 'token_hash' | 'token_issued_at' | 'fw_version'>
+    >,
   ): Promise<void> {
     if (Object.keys(patch).length === 0) return;
     await db.updateTable('devices').set(patch).where('id', '=', id).execute();

@@ -9,6 +9,7 @@ import { parseInput } from '../http/validate.ts';
 import { deviceView } from '../http/views.ts';
 import type { Services } from '../services.ts';
 import type { IssuedToken } from './devices.service.ts';
+import { identifyDevice } from './identify.ts';
 import { DEVICE_MODELS } from './models.ts';
 
 const localId = z
@@ -168,6 +169,19 @@ export function deviceRoutes(s: Services): RouteDef[] {
         status: 200,
         body: issuedView(await devices.rotateToken(userOf(req.ctx), param(req, 'device_id'))),
       }),
+    },
+    {
+      method: 'post',
+      path: '/v1/devices/:device_id/identify',
+      auth: 'user',
+      summary: 'Blink the device LED for 30 s through the MQTT bridge of its site (best effort)',
+      success: { status: 202, description: '{status: "sent" | "unsupported" | "unreachable"}' },
+      errors: ['device_not_found'],
+      handler: async (req) => {
+        const device = await devices.get(userOf(req.ctx).accountId, param(req, 'device_id'));
+        const status = await identifyDevice(device, s.mqtt, s.mqtt.identifyPayload());
+        return { status: 202, body: { status } };
+      },
     },
   ];
 }

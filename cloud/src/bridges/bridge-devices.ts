@@ -1,0 +1,127 @@
+import { newId } from '../../../shared/ids.ts';
+import type { AuditRepository } from '../audit/audit.repository.ts';
+import type { Clock } from '../clock.ts';
+import type { DeviceRow, DevicesRepository } from '../devices/devices.repository.ts';
+import { findModel } from '../devices/models.ts';
+import { InvalidRequest } from '../errors.ts';
+import type { DevicePrincipal } from '../http/context.ts';
+import type { Logger } from '../logger.ts';
+import { isUniqueViolation, type Db } from '../storage/database.ts';
+
+/** The bridge a connection authenticated as (its certificate's row). */
+export interface BridgeIdentity {
+  bridgeId: string;
+  accountId: string;
+  siteId: string;
+}
+
+/** The model of a device an MQTT bridge creates when nothing better is known. */
+export const AUTO_CREATED_MODEL = 'mqtt-generic';
+const LOCAL_ID = /^[\x21-\x7e]{1,128}$/;
+
+function principal(d: DeviceRow): DevicePrincipal {
+  return {
+    kind: 'device',
+    accountId: d.account_id,
+    deviceId: d.id,
+    siteId: d.site_id,
+    localId: d.local_id,
+    model: d.model,
+  };
+}
+
+/**
+ * Which device a topic names (decisions, "MQTT bridge"): a `dev_` id of the account, else a
+ * `local_id` on the bridge's site, else a new device on that site (`mqtt-generic`, or the model of its
+ * `info` message). Also the device metadata an `info` message carries.
+ */
+export class BridgeDevices {
+  constructor(
+    private readonly deps: {
+      db: Db;
+      clock: Clock;
+      devices: DevicesRepository;
+      audit: AuditRepository;
+      log: Logger;
+    },
+  ) {}
+
+  async resolve(bridge: BridgeIdentity, segment: string, modelHint?: string): Promise<DevicePrincipal> {
+    const { db, devices } = this.deps;
+    if (segment.startsWith('dev_')) {
+      const byId = await devices.find(db, bridge.accountId, segment);
+      if (byId) return principal(byId);
+    }
+    const byLocalId = await devices.findByLocalId(db, bridge.siteId, segment);
+    if (byLocalId) return principal(byLocalId);
+    if (!LOCAL_ID.test(segment)) {
+      throw new InvalidRequest(
+        'invalid_topic',
+        'the device level of the topic must be a dev_ id or a local_id of 1 to 128 printable ASCII characters without spaces',
+      );
+    }
+    return principal(await this.create(bridge, segment, modelHint));
+  }
+
+  private async create(bridge: BridgeIdentity, localId: string, modelHint?: string): Promise<DeviceRow> {
+    const { db, clock, devices, audit, log } = this.deps;
+    const model = modelHint && findModel(modelHint) ? modelHint : AUTO_CREATED_MODEL;
+    const now = clock.nowMicros();
+    const row: DeviceRow = {
+      id: newId('dev'),
+      account_id: bridge.accountId,
+      site_id: bridge.siteId,
+      local_id: localId,
+      name: localId,
+      notes: '',
+      model,
+      fw_version: null,
+      token_hash: null,
+      token_issued_at: now,
+      last_seen_at: null,
+      online: 0,
+      created_at: now,
+      deleted_at: null,
+    };
+    try {
+      await db.transaction().execute(async (trx) => {
+        await devices.insert(trx, row);
+        await audit.record(trx, {
+          accountId: bridge.accountId,
+          kind: 'device.created',
+          by: bridge.bridgeId,
+          target: row.id,
+          details: { site_id: row.site_id, local_id: localId, model, via: 'mqtt' },
+          ts: now,
+        });
+      });
+    } catch (err) {
+      // Another message (or process) created it first: use that one.
+      if (!isUniqueViolation(err)) throw err;
+      const existing = await devices.findByLocalId(db, bridge.siteId, localId);
+      if (!existing) throw err;
+      return existing;
+    }
+    log.info(
+      { device_id: row.id, local_id: localId, site_id: row.site_id, bridge_id: bridge.bridgeId },
+      'device created by an MQTT bridge',
+    );
+    return row;
+  }
+
+  /** `info`: the firmware version (the model is immutable once the device exists). */
+  async recordInfo(
+    device: DevicePrincipal,
+    info: { fw_version?: string | undefined; model?: string | undefined },
+  ): Promise<void> {
+    if (info.model !== undefined && info.model !== device.model) {
+      this.deps.log.info(
+        { device_id: device.deviceId, model: device.model, info_model: info.model },
+        'info names another model than the device has; models are immutable, kept',
+      );
+    }
+    if (info.fw_version !== undefined) {
+      await this.deps.devices.update(this.deps.db, device.deviceId, { fw_version: info.fw_version });
+    }
+  }
+}

@@ -1,0 +1,577 @@
+import tls from 'node:tls';
+import type { AddressInfo } from 'node:net';
+import { Aedes, type AedesPublishPacket, type Client, type PublishPacket, type Subscription } from 'aedes';
+import {
+  commandTopic,
+  InfoPayload,
+  LwtPayload,
+  parseTopic,
+  ReasonCode,
+  topicRoot,
+  type CommandName,
+} from '../../../shared/mqtt.ts';
+import { IngestValidationError, validateIngestBody } from '../../../shared/ingest.ts';
+import { formatSeconds } from '../../../shared/time.ts';
+import type { BridgeDevices, BridgeIdentity } from '../bridges/bridge-devices.ts';
+import type { BridgesRepository } from '../bridges/bridges.repository.ts';
+import type { Clock } from '../clock.ts';
+import { ApiError, Forbidden, InvalidRequest } from '../errors.ts';
+import type { DevicePrincipal } from '../http/context.ts';
+import { toApiError } from '../ingest/ingest.core.ts';
+import type { IngestCore } from '../ingest/ingest.core.ts';
+import type { IngestItem } from '../ingest/ingest.types.ts';
+import type { Logger } from '../logger.ts';
+import type { BridgePki } from '../pki/pki.ts';
+import type { Db } from '../storage/database.ts';
+import {
+  answerPublish,
+  capQos,
+  isMosquittoBridgeNotification,
+  isQos2Retransmission,
+  isWill,
+  keepResumableSession,
+  peerOf,
+  refuseUnlessMqtt5,
+  rememberPeer,
+  stripWillDelay,
+} from './aedes-compat.ts';
+import { publishAnswerFor } from './reason-codes.ts';
+
+/** Session Expiry given to clients that resume sessions without naming one (Mosquitto bridges). */
+export const BRIDGE_SESSION_SECONDS = 3600;
+/** How often live connections are checked against revocations made by other processes. */
+const SWEEP_MS = 15_000;
+/** Identify makes the LED blink this long (interface spec, "Limits"). */
+export const IDENTIFY_SECONDS = 30;
+
+/** What happens to one PUBLISH once it has been handled. */
+type Decision =
+  /** committed (or a QoS 2 retransmission): aedes acknowledges with 0x00 */
+  | { kind: 'ack' }
+  /** answered with this reason code; nothing stored */
+  | { kind: 'answer'; reasonCode: number; reasonString: string | null }
+  /** outside the account's root: aedes' own 0x87 (the connection stays up) */
+  | { kind: 'refuse'; reason: string };
+
+interface Connection {
+  identity: BridgeIdentity;
+  /** Answers go out in the order the PUBLISHes came (MQTT-4.6.0-2), even though they run in parallel. */
+  tail: Promise<void>;
+}
+
+/** What the device routes and the bridges service need to know about live connections. */
+export interface BridgeConnections {
+  isConnected(bridgeId: string): boolean;
+  /** Drops the bridge's live connections at once (DISCONNECT 0x87) and refuses it from now on. */
+  disconnect(bridgeId: string): void;
+  /** Publishes a downlink to the bridges of the device's site; false when none is connected. */
+  sendCommand(
+    device: { accountId: string; siteId: string; localId: string },
+    command: CommandName,
+    payload: unknown,
+  ): Promise<boolean>;
+}
+
+function authError(message: string, returnCode: 3 | 5): Error & { returnCode: number } {
+  return Object.assign(new Error(message), { returnCode });
+}
+
+/**
+ * The MQTT 5 bridge endpoint (issue 6): aedes on a mutual-TLS server. A connection is a bridge,
+ * known by its client certificate; it may publish and subscribe under `service/<its account>/`
+ * only. Measurements and last-wills go through the one IngestCore, and the PUBACK is sent only after
+ * the ingest group committed. aedes specifics live in `aedes-compat.ts`.
+ */
+export class MqttBridge implements BridgeConnections {
+  private broker: Aedes | null = null;
+  private server: tls.Server | null = null;
+  private sweep: NodeJS.Timeout | null = null;
+  private stopping: Promise<void> | null = null;
+  private readonly identities = new WeakMap<Client, Connection>();
+  private readonly byBridge = new Map<string, Set<Client>>();
+  private readonly revoked = new Set<string>();
+  private readonly inFlight = new Set<Promise<unknown>>();
+
+  constructor(
+    private readonly deps: {
+      db: Db;
+      clock: Clock;
+      log: Logger;
+      pki: BridgePki;
+      bridges: BridgesRepository;
+      devices: BridgeDevices;
+      ingest: IngestCore;
+    },
+  ) {}
+
+  /** Listens on `port` (0: any free port) with the PKI's server certificate and CA. */
+  async start(port: number, host: string): Promise<void> {
+    const { pki, log } = this.deps;
+    const broker = await Aedes.createBroker({
+      preConnect: (client, packet, cb) => {
+        const peer = rememberPeer(client);
+        if (!peer) return cb(new Error('no verified client certificate'), false);
+        if (refuseUnlessMqtt5(packet)) {
+          log.info(
+            { cn: peer.commonName, fingerprint: peer.fingerprint },
+            'MQTT connection refused: not MQTT 5',
+          );
+        } else if (keepResumableSession(packet, BRIDGE_SESSION_SECONDS)) {
+          log.debug({ client_id: packet.clientId }, 'resumable session without expiry: kept for an hour');
+        }
+        cb(null, true);
+      },
+      authenticate: (client, _username, _password, done) => {
+        this.authenticate(client).then(
+          (error) => done(error as never, error === null),
+          (err: unknown) => {
+            log.error({ err }, 'MQTT authentication failed');
+            done(authError('server unavailable', 3), false);
+          },
+        );
+      },
+      authorizePublish: (client, packet, cb) => this.authorizePublish(client, packet, cb),
+      authorizeSubscribe: (client, sub, cb) => cb(null, this.authorizeSubscribe(client, sub)),
+      authorizeForward: (client, packet) => this.authorizeForward(client, packet),
+    });
+    broker.on('client', (client) => this.register(client));
+    broker.on('clientDisconnect', (client) => this.unregister(client));
+    broker.on('clientError', (client, err) =>
+      log.debug(
+        {
+          client_id: client?.id,
+          bridge_id: this.identities.get(client)?.identity.bridgeId,
+          err: err.message,
+        },
+        'MQTT client error',
+      ),
+    );
+    broker.on('connectionError', (_client, err) => log.debug({ err: err.message }, 'MQTT connection error'));
+    this.broker = broker;
+
+    const { certPem, keyPem } = pki.serverPair;
+    const server = tls.createServer(
+      {
+        requestCert: true,
+        rejectUnauthorized: true,
+        ca: [pki.caPem],
+        cert: certPem,
+        key: keyPem,
+        minVersion: 'TLSv1.2',
+        maxVersion: 'TLSv1.3',
+      },
+      (socket) => broker.handle(socket),
+    );
+    server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: tls.TLSSocket) =>
+      log.info(
+        { code: err.code, remote: socket.remoteAddress, err: err.message },
+        'MQTT TLS handshake refused',
+      ),
+    );
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    this.server = server;
+    this.sweep = setInterval(() => void this.sweepConnections(), SWEEP_MS);
+    this.sweep.unref();
+    log.info({ port: this.port }, 'MQTT bridge listening');
+  }
+
+  get port(): number {
+    return (this.server?.address() as AddressInfo | null)?.port ?? 0;
+  }
+
+  get listening(): boolean {
+    return this.server !== null && !this.stopping;
+  }
+
+  /** Stops accepting, disconnects everyone (DISCONNECT 0x8B) and waits for the publishes in progress. */
+  stop(): Promise<void> {
+    this.stopping ??= this.shutdown();
+    return this.stopping;
+  }
+
+  private async shutdown(): Promise<void> {
+    if (this.sweep) clearInterval(this.sweep);
+    const server = this.server;
+    const closed = server ? new Promise<void>((resolve) => server.close(() => resolve())) : Promise.resolve();
+    if (this.broker) {
+      const broker = this.broker;
+      await new Promise<void>((resolve) => broker.close(() => resolve()));
+    }
+    await closed;
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  }
+
+  // ---- connections ------------------------------------------------------------------------------
+
+  /** null when the certificate is a live bridge of its CN's account; else the CONNACK error. */
+  private async authenticate(client: Client): Promise<(Error & { returnCode: number }) | null> {
+    const { db, bridges, log } = this.deps;
+    const peer = peerOf(client);
+    if (!peer) return authError('no client certificate', 5);
+    const bridge = await bridges.findByFingerprint(db, peer.fingerprint);
+    const refuse = (why: string) => {
+      log.warn(
+        { cn: peer.commonName, fingerprint: peer.fingerprint, serial: peer.serial, bridge_id: bridge?.id },
+        `MQTT connection refused: ${why}`,
+      );
+      return authError(why, 5);
+    };
+    if (!bridge) return refuse('certificate of no bridge');
+    if (bridge.revoked_at !== null || this.revoked.has(bridge.id))
+      return refuse('bridge deleted (certificate revoked)');
+    if (bridge.account_id !== peer.commonName) return refuse('certificate CN is not the bridge account');
+    this.identities.set(client, {
+      identity: { bridgeId: bridge.id, accountId: bridge.account_id, siteId: bridge.site_id },
+      tail: Promise.resolve(),
+    });
+    return null;
+  }
+
+  private register(client: Client): void {
+    const conn = this.identities.get(client);
+    if (!conn) return;
+    const { bridgeId } = conn.identity;
+    if (this.revoked.has(bridgeId)) {
+      client.disconnect({ reasonCode: ReasonCode.notAuthorized });
+      return;
+    }
+    let set = this.byBridge.get(bridgeId);
+    if (!set) this.byBridge.set(bridgeId, (set = new Set()));
+    set.add(client);
+    this.deps.log.info(
+      { bridge_id: bridgeId, account_id: conn.identity.accountId, client_id: client.id },
+      'MQTT bridge connected',
+    );
+    this.touch([bridgeId]);
+  }
+
+  private unregister(client: Client): void {
+    const conn = this.identities.get(client);
+    if (!conn) return;
+    const { bridgeId } = conn.identity;
+    const set = this.byBridge.get(bridgeId);
+    set?.delete(client);
+    if (set?.size === 0) this.byBridge.delete(bridgeId);
+    this.deps.log.info({ bridge_id: bridgeId, client_id: client.id }, 'MQTT bridge disconnected');
+    this.touch([bridgeId]);
+  }
+
+  private touch(ids: string[]): void {
+    const { db, bridges, clock, log } = this.deps;
+    this.track(bridges.touch(db, ids, clock.nowMicros())).catch((err: unknown) =>
+      log.error({ err, bridge_ids: ids }, 'could not record bridge last_seen_at'),
+    );
+  }
+
+  private track<T>(work: Promise<T>): Promise<T> {
+    this.inFlight.add(work);
+    void work.finally(() => this.inFlight.delete(work)).catch(() => undefined);
+    return work;
+  }
+
+  /** Revocations by other processes, and last_seen_at of the bridges that stay connected. */
+  private async sweepConnections(): Promise<void> {
+    const ids = [...this.byBridge.keys()];
+    if (ids.length === 0) return;
+    try {
+      for (const id of await this.deps.bridges.revokedAmong(this.deps.db, ids)) this.disconnect(id);
+      this.touch([...this.byBridge.keys()]);
+    } catch (err) {
+      this.deps.log.error({ err }, 'MQTT bridge sweep failed');
+    }
+  }
+
+  isConnected(bridgeId: string): boolean {
+    return (this.byBridge.get(bridgeId)?.size ?? 0) > 0;
+  }
+
+  disconnect(bridgeId: string): void {
+    this.revoked.add(bridgeId);
+    for (const client of this.byBridge.get(bridgeId) ?? []) {
+      this.deps.log.info({ bridge_id: bridgeId, client_id: client.id }, 'MQTT bridge revoked: disconnecting');
+      client.disconnect({ reasonCode: ReasonCode.notAuthorized });
+    }
+  }
+
+  // ---- authorisation ----------------------------------------------------------------------------
+
+  private authorizeSubscribe(client: Client, sub: Subscription): Subscription | null {
+    const conn = this.identities.get(client);
+    if (conn && sub.topic.startsWith(topicRoot(conn.identity.accountId))) return sub;
+    this.deps.log.warn(
+      { bridge_id: conn?.identity.bridgeId, account_id: conn?.identity.accountId, filter: sub.topic },
+      'MQTT subscription refused: outside the account topic root',
+    );
+    return null;
+  }
+
+  /**
+   * Uplinks are consumed here, never forwarded (not even to other bridges of the account); downlinks
+   * go only to the bridges of the device's site, at QoS 1 at most.
+   */
+  private authorizeForward(client: Client, packet: AedesPublishPacket): AedesPublishPacket | null {
+    const conn = this.identities.get(client);
+    const topic = parseTopic(packet.topic);
+    if (!conn || topic.kind !== 'cmd' || topic.accountId !== conn.identity.accountId) return null;
+    const siteId = packet.properties?.userProperties?.site_id;
+    if (siteId !== conn.identity.siteId) return null;
+    return capQos(packet);
+  }
+
+  private authorizePublish(
+    client: Client | null,
+    packet: PublishPacket,
+    cb: (error?: Error | null) => void,
+  ): void {
+    stripWillDelay(packet);
+    const conn = client ? this.identities.get(client) : undefined;
+    if (!client || !conn) {
+      cb(new Error('not an authenticated bridge'));
+      return;
+    }
+    const receivedAt = this.deps.clock.nowMicros();
+    const decided = this.track(this.decide(client, conn.identity, packet, receivedAt));
+    const previous = conn.tail;
+    conn.tail = this.track(
+      (async () => {
+        let decision: Decision;
+        try {
+          decision = await decided;
+        } catch (err) {
+          this.deps.log.error(
+            { err, bridge_id: conn.identity.bridgeId, topic: packet.topic },
+            'MQTT publish failed',
+          );
+          const answer = publishAnswerFor(err);
+          decision = { kind: 'answer', ...answer };
+        }
+        await previous;
+        this.apply(client, packet, decision, cb);
+      })(),
+    );
+  }
+
+  private apply(
+    client: Client,
+    packet: PublishPacket,
+    decision: Decision,
+    cb: (error?: Error | null) => void,
+  ): void {
+    if (isWill(packet)) {
+      cb(new Error('wills are consumed by the service, not routed')); // aedes drops it quietly
+      return;
+    }
+    switch (decision.kind) {
+      case 'ack':
+        packet.retain = false; // consumed here: not kept as a retained message by the cloud broker
+        cb(null);
+        return;
+      case 'refuse':
+        cb(new Error(decision.reason));
+        return;
+      case 'answer':
+        answerPublish(client, packet, decision.reasonCode, decision.reasonString);
+        cb(null);
+        return;
+    }
+  }
+
+  /** What to answer; throws only for failures of the service itself (answered 0x80). */
+  private async decide(
+    client: Client,
+    bridge: BridgeIdentity,
+    packet: PublishPacket,
+    receivedAt: number,
+  ): Promise<Decision> {
+    const { log } = this.deps;
+    const context = {
+      bridge_id: bridge.bridgeId,
+      account_id: bridge.accountId,
+      topic: packet.topic,
+      qos: packet.qos,
+    };
+    if (isMosquittoBridgeNotification(packet.topic)) {
+      log.debug({ ...context, state: packet.payload.toString() }, 'Mosquitto bridge notification (dropped)');
+      return { kind: 'answer', reasonCode: ReasonCode.success, reasonString: null };
+    }
+    const root = topicRoot(bridge.accountId);
+    if (!packet.topic.startsWith(root)) {
+      log.warn(context, 'MQTT publish refused: outside the account topic root; nothing stored');
+      return { kind: 'refuse', reason: `not_authorized: this certificate may publish under ${root} only` };
+    }
+    if (packet.qos === 0) {
+      log.debug(context, 'QoS 0 publish dropped (uplinks need QoS 1)');
+      return { kind: 'answer', reasonCode: ReasonCode.success, reasonString: null };
+    }
+    const topic = parseTopic(packet.topic);
+    if (topic.kind === 'invalid') {
+      return {
+        kind: 'answer',
+        reasonCode: ReasonCode.topicNameInvalid,
+        reasonString: `invalid_topic: ${topic.reason}`,
+      };
+    }
+    if (topic.kind === 'cmd') {
+      return {
+        kind: 'answer',
+        reasonCode: ReasonCode.notAuthorized,
+        reasonString: 'forbidden: cmd/ topics are sent by the service only',
+      };
+    }
+    if (!isWill(packet) && (await isQos2Retransmission(client, packet))) return { kind: 'ack' };
+    try {
+      const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
+      switch (topic.kind) {
+        case 'measurement':
+          return await this.measurement(bridge, topic.device, payload, receivedAt);
+        case 'lwt':
+          return await this.lwt(bridge, topic.device, payload, receivedAt);
+        case 'info':
+          return await this.info(bridge, topic.device, payload);
+      }
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.status >= 500) throw err;
+      log.info({ ...context, code: err.code, err: err.message }, 'MQTT publish rejected');
+      return { kind: 'answer', ...publishAnswerFor(err) };
+    }
+  }
+
+  private async measurement(
+    bridge: BridgeIdentity,
+    segment: string,
+    payload: Buffer,
+    receivedAt: number,
+  ): Promise<Decision> {
+    const body = validated(() =>
+      validateIngestBody(parseJson(payload), { nowMicros: receivedAt, requireDevice: false }),
+    );
+    if (body.device !== null && body.device !== segment) {
+      throw new Forbidden(
+        'forbidden',
+        `the topic names device ${segment}; the payload's device ${body.device} differs (leave it out)`,
+      );
+    }
+    const device = await this.deps.devices.resolve(bridge, segment);
+    return this.submit(device, { receivedAt, ts: body.ts, measurements: body.measurements });
+  }
+
+  private async lwt(
+    bridge: BridgeIdentity,
+    segment: string,
+    payload: Buffer,
+    receivedAt: number,
+  ): Promise<Decision> {
+    if (payload.length === 0) return { kind: 'ack' }; // clearing a retained message
+    const parsed = LwtPayload.safeParse(parseJson(payload));
+    if (!parsed.success) throw payloadError('lwt', parsed.error.issues[0]?.message);
+    const device = await this.deps.devices.resolve(bridge, segment);
+    return this.submit(device, { receivedAt, ts: null, measurements: [], lwt: parsed.data.status });
+  }
+
+  private async info(bridge: BridgeIdentity, segment: string, payload: Buffer): Promise<Decision> {
+    if (payload.length === 0) return { kind: 'ack' };
+    const parsed = InfoPayload.safeParse(parseJson(payload));
+    if (!parsed.success) throw payloadError('info', parsed.error.issues[0]?.message);
+    const device = await this.deps.devices.resolve(bridge, segment, parsed.data.model);
+    await this.deps.devices.recordInfo(device, parsed.data);
+    return { kind: 'ack' };
+  }
+
+  /** Through the one ingest core; resolves after the group committed. */
+  private async submit(
+    device: DevicePrincipal,
+    part: Pick<IngestItem, 'receivedAt' | 'ts' | 'measurements' | 'lwt'>,
+  ): Promise<Decision> {
+    const outcome = await this.deps.ingest.submit({
+      credential: { kind: 'device', principal: device },
+      // The bridge is authenticated by certificate, and a gateway drains its backlog at full speed;
+      // MQTT's in-flight window is the flow control (docs/design/mqtt.md, "Rate limits").
+      countRate: false,
+      deviceRef: null,
+      error: null,
+      ...part,
+    });
+    if (outcome.ok) return { kind: 'ack' };
+    if (outcome.error.status >= 500) throw outcome.error;
+    return { kind: 'answer', ...publishAnswerFor(outcome.error) };
+  }
+
+  // ---- downlinks --------------------------------------------------------------------------------
+
+  async sendCommand(
+    device: { accountId: string; siteId: string; localId: string },
+    command: CommandName,
+    payload: unknown,
+  ): Promise<boolean> {
+    const broker = this.broker;
+    if (!broker || this.stopping) return false;
+    let reachable = false;
+    for (const [bridgeId, clients] of this.byBridge) {
+      if (clients.size === 0 || this.revoked.has(bridgeId)) continue;
+      const conn = this.identities.get([...clients][0]!);
+      if (conn?.identity.accountId === device.accountId && conn.identity.siteId === device.siteId)
+        reachable = true;
+    }
+    if (!reachable) return false;
+    await new Promise<void>((resolve, reject) =>
+      broker.publish(
+        {
+          cmd: 'publish',
+          topic: commandTopic(device.accountId, device.localId, command),
+          payload: Buffer.from(JSON.stringify(payload)),
+          qos: 1,
+          retain: false,
+          dup: false,
+          properties: {
+            payloadFormatIndicator: true,
+            contentType: 'application/json',
+            messageExpiryInterval: IDENTIFY_SECONDS,
+            userProperties: { site_id: device.siteId },
+          },
+        },
+        (err) => (err ? reject(err) : resolve()),
+      ),
+    );
+    return true;
+  }
+
+  /** The identify command payload (docs/api/mqtt.md, "Identify"). */
+  identifyPayload(): { duration_s: number; at: string } {
+    return { duration_s: IDENTIFY_SECONDS, at: formatSeconds(this.deps.clock.nowMicros()) };
+  }
+}
+
+function parseJson(payload: Buffer): unknown {
+  if (payload.length === 0) throw new InvalidRequest('bad_json', 'the payload is empty; send JSON');
+  try {
+    return JSON.parse(payload.toString('utf8')) as unknown;
+  } catch {
+    throw new InvalidRequest('bad_json', 'the payload is not valid JSON');
+  }
+}
+
+function validated<T>(work: () => T): T {
+  try {
+    return work();
+  } catch (err) {
+    if (err instanceof IngestValidationError) throw toApiError(err);
+    throw err;
+  }
+}
+
+function payloadError(kind: 'lwt' | 'info', message: string | undefined): InvalidRequest {
+  const shape =
+    kind === 'lwt'
+      ? '{"status": "offline", "reason": "...", "at": "<RFC 3339>"} or {"status": "online", "at": "<RFC 3339>"}'
+      : '{"fw_version": "...", "model": "..."}';
+  return new InvalidRequest(
+    'invalid_request',
+    `the ${kind} payload must be ${shape}${message ? ` (${message})` : ''}`,
+  );
+}
