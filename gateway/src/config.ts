@@ -101,13 +101,19 @@ const ChirpstackSchema = z
     /** A CA file for an mqtts:// ChirpStack broker with a private CA. */
     ca_file: z.string().min(1).optional(),
     /** The application's UUID, or `+` for every application the broker carries. */
-    application_id: z.string().regex(/^(\+|[0-9a-fA-F-]{1,64})$/).default('+'),
+    application_id: z
+      .string()
+      .regex(/^(\+|[0-9a-fA-F-]{1,64})$/)
+      .default('+'),
     /** A fixed client id with a persistent session, so the broker keeps uplinks while the gateway restarts. */
     client_id: z.string().min(1).max(64).optional(),
     encoding: z.enum(['auto', 'json', 'protobuf']).default('auto'),
     /** Devices by DevEUI (lower-case hex). */
     devices: z
-      .record(z.string().regex(/^[0-9a-f]{16}$/, 'a DevEUI is 16 lower-case hex digits'), ChirpstackDeviceSchema)
+      .record(
+        z.string().regex(/^[0-9a-f]{16}$/, 'a DevEUI is 16 lower-case hex digits'),
+        ChirpstackDeviceSchema,
+      )
       .default({}),
     default_decoder: z.enum(['none', 'cayenne-lpp']).default('none'),
   })
@@ -270,9 +276,13 @@ export function loadConfig(file: string): GatewayConfig {
 
   const collectors = { ...c.collectors };
   if (collectors.serial) {
-    collectors.serial = { ...collectors.serial, ports: collectors.serial.ports.map((p) => ({ ...p, path: resolve(p.path) })) };
+    collectors.serial = {
+      ...collectors.serial,
+      ports: collectors.serial.ports.map((p) => ({ ...p, path: resolve(p.path) })),
+    };
     const paths = collectors.serial.ports.map((p) => p.path);
-    if (new Set(paths).size !== paths.length) throw new ConfigError('collectors.serial.ports: a path appears twice');
+    if (new Set(paths).size !== paths.length)
+      throw new ConfigError('collectors.serial.ports: a path appears twice');
   }
   if (collectors.chirpstack?.ca_file) {
     collectors.chirpstack = { ...collectors.chirpstack, ca_file: resolve(collectors.chirpstack.ca_file) };

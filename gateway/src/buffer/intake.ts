@@ -42,7 +42,10 @@ export class Intake implements ReadingSink {
     }
     const ts = this.timeOf(device, reading.ts);
     const wire = measurements.map((m) => {
-      const w: { type: string; value: number; label?: string; unit?: string } = { type: m.kind, value: m.value };
+      const w: { type: string; value: number; label?: string; unit?: string } = {
+        type: m.kind,
+        value: m.value,
+      };
       if (m.label !== null) w.label = m.label;
       if (m.unit !== DEFAULT_UNITS[m.kind]) w.unit = m.unit;
       return w;
@@ -57,7 +60,9 @@ export class Intake implements ReadingSink {
 
   deviceState(state: DeviceState): Promise<void> {
     if (!DEVICE_ID.test(state.device)) {
-      return Promise.reject(new ReadingRefused('invalid', `device ${JSON.stringify(state.device)} is not usable`));
+      return Promise.reject(
+        new ReadingRefused('invalid', `device ${JSON.stringify(state.device)} is not usable`),
+      );
     }
     const payload: Record<string, string> = { status: state.status };
     if (state.status === 'offline') payload.reason = state.reason ?? 'connection lost';
@@ -73,7 +78,9 @@ export class Intake implements ReadingSink {
   /** Queues a device's info when it differs from what was last forwarded in this run. */
   deviceInfo(info: DeviceInfo): Promise<void> {
     if (!DEVICE_ID.test(info.device)) {
-      return Promise.reject(new ReadingRefused('invalid', `device ${JSON.stringify(info.device)} is not usable`));
+      return Promise.reject(
+        new ReadingRefused('invalid', `device ${JSON.stringify(info.device)} is not usable`),
+      );
     }
     const payload: Record<string, string> = { model: info.model };
     if (info.fw_version) payload.fw_version = info.fw_version;

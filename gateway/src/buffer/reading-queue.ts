@@ -160,17 +160,21 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
     const room = Math.max(0, this.options.capacity - this.count);
     const admitted = batch.slice(0, room);
     for (const p of batch.slice(room)) {
-      p.reject(new ReadingRefused('buffer_full', `the buffer holds its capacity of ${this.options.capacity}`));
+      p.reject(
+        new ReadingRefused('buffer_full', `the buffer holds its capacity of ${this.options.capacity}`),
+      );
     }
     if (admitted.length === 0) return;
     const insert = this.statements.insert;
     try {
       this.db.transaction(() => {
-        for (const { entry } of admitted) insert.run(entry.device, KIND_CODE[entry.kind], entry.ts, entry.body);
+        for (const { entry } of admitted)
+          insert.run(entry.device, KIND_CODE[entry.kind], entry.ts, entry.body);
       })();
     } catch (err) {
       this.options.log.error({ err, rows: admitted.length }, 'buffer write failed');
-      for (const p of admitted) p.reject(new ReadingRefused('buffer_error', `buffer write failed: ${String(err)}`));
+      for (const p of admitted)
+        p.reject(new ReadingRefused('buffer_error', `buffer write failed: ${String(err)}`));
       return;
     }
     this.count += admitted.length;
@@ -188,7 +192,13 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
       ts: number;
       body: string;
     }[];
-    return rows.map((r) => ({ id: r.id, device: r.device, kind: KIND_NAME[r.kind]!, ts: r.ts, body: r.body }));
+    return rows.map((r) => ({
+      id: r.id,
+      device: r.device,
+      kind: KIND_NAME[r.kind]!,
+      ts: r.ts,
+      body: r.body,
+    }));
   }
 
   /** The cloud PUBACKed these rows: they leave the queue (deleted in the next batch). */

@@ -35,7 +35,12 @@ export function buildMessages(rows: readonly QueuedMessage[], topicRoot: string)
   for (const row of rows) {
     if (row.kind !== 'reading') {
       const suffix = row.kind === 'state' ? 'lwt' : 'info';
-      out.push({ ids: [row.id], topic: `${topicRoot}${row.device}/${suffix}`, payload: row.body, retain: true });
+      out.push({
+        ids: [row.id],
+        topic: `${topicRoot}${row.device}/${suffix}`,
+        payload: row.body,
+        retain: true,
+      });
       continue;
     }
     const measurements = JSON.parse(row.body) as WireMeasurement[];
@@ -52,7 +57,12 @@ export function buildMessages(rows: readonly QueuedMessage[], topicRoot: string)
       for (const k of keys) group.keys.add(k);
       continue;
     }
-    const message: OutgoingMessage = { ids: [row.id], topic: `${topicRoot}${row.device}`, payload: '', retain: false };
+    const message: OutgoingMessage = {
+      ids: [row.id],
+      topic: `${topicRoot}${row.device}`,
+      payload: '',
+      retain: false,
+    };
     out.push(message);
     const created: Group = { message, ts: row.ts, measurements: [...measurements], keys: new Set(keys) };
     open.set(groupKey, created);

@@ -33,7 +33,11 @@ interface Connection {
 }
 
 /** mqtt.js options for a mutual-TLS MQTT 5 connection with the bridge bundle. */
-export function clientOptions(config: UplinkConfig, clientId: string, extra: Partial<IClientOptions> = {}): IClientOptions {
+export function clientOptions(
+  config: UplinkConfig,
+  clientId: string,
+  extra: Partial<IClientOptions> = {},
+): IClientOptions {
   return {
     protocolVersion: 5,
     clientId,
@@ -94,7 +98,11 @@ export class Uplink {
     const will = {
       topic: this.topic(gatewayId, '/lwt'),
       payload: Buffer.from(
-        JSON.stringify({ status: 'offline', reason: 'gateway connection lost', at: formatSeconds(Date.now() * 1000) }),
+        JSON.stringify({
+          status: 'offline',
+          reason: 'gateway connection lost',
+          at: formatSeconds(Date.now() * 1000),
+        }),
       ),
       qos: 1 as const,
       retain: true,
@@ -125,7 +133,10 @@ export class Uplink {
     });
     client.on('error', (err: Error & { code?: string | number }) => {
       if (this.conn !== conn) return;
-      status.setUplinkState(status.uplink.state, `${err.message}${err.code !== undefined ? ` (${err.code})` : ''}`);
+      status.setUplinkState(
+        status.uplink.state,
+        `${err.message}${err.code !== undefined ? ` (${err.code})` : ''}`,
+      );
       this.log.warn({ err: err.message, code: err.code }, 'uplink error');
     });
     client.on('close', () => this.dropConnection(conn, 'connection closed'));
@@ -147,7 +158,10 @@ export class Uplink {
     const delay = Math.round(ceiling / 2 + (random() * ceiling) / 2);
     this.attempt++;
     this.deps.status.setUplinkState('waiting');
-    this.log.info({ why, retryInMs: delay, attempt: this.attempt }, 'uplink down: reconnecting after backoff');
+    this.log.info(
+      { why, retryInMs: delay, attempt: this.attempt },
+      'uplink down: reconnecting after backoff',
+    );
     this.reconnectTimer = setTimeout(() => this.connect(), delay);
   }
 
@@ -161,7 +175,8 @@ export class Uplink {
       ['/info', info],
     ] as const) {
       conn.client.publish(this.topic(gatewayId, suffix), payload, { qos: 1, retain: true }, (err) => {
-        if (err && this.conn === conn) this.log.warn({ err: err.message, suffix }, 'gateway announcement refused');
+        if (err && this.conn === conn)
+          this.log.warn({ err: err.message, suffix }, 'gateway announcement refused');
       });
     }
   }
@@ -194,7 +209,8 @@ export class Uplink {
         return;
       }
       const code = (err as Error & { code?: unknown }).code;
-      const reason = (packet as { properties?: { reasonString?: string } } | undefined)?.properties?.reasonString;
+      const reason = (packet as { properties?: { reasonString?: string } } | undefined)?.properties
+        ?.reasonString;
       if (typeof code === 'number' && PERMANENT_REFUSALS.has(code)) {
         this.deps.queue.reject(message.ids, code, reason ?? err.message);
         this.deps.status.uplink.rejected++;
@@ -206,8 +222,14 @@ export class Uplink {
         return;
       }
       // Anything else (server trouble, quota, not authorised) is retried: after a backoff, on a new connection.
-      this.log.warn({ topic: message.topic, reasonCode: code, reason, err: err.message }, 'publish failed: retrying later');
-      this.dropConnection(conn, `PUBACK ${typeof code === 'number' ? `0x${code.toString(16)}` : err.message}`);
+      this.log.warn(
+        { topic: message.topic, reasonCode: code, reason, err: err.message },
+        'publish failed: retrying later',
+      );
+      this.dropConnection(
+        conn,
+        `PUBACK ${typeof code === 'number' ? `0x${code.toString(16)}` : err.message}`,
+      );
     });
   }
 
@@ -236,13 +258,22 @@ export class Uplink {
     conn.client.on('error', () => undefined);
     if (conn.ready) {
       // A clean DISCONNECT suppresses the will, so say "offline" ourselves first (bounded wait).
-      const offline = JSON.stringify({ status: 'offline', reason: 'gateway stopped', at: formatSeconds(Date.now() * 1000) });
+      const offline = JSON.stringify({
+        status: 'offline',
+        reason: 'gateway stopped',
+        at: formatSeconds(Date.now() * 1000),
+      });
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, 2000);
-        conn.client.publish(this.topic(this.deps.gatewayId, '/lwt'), offline, { qos: 1, retain: true }, () => {
-          clearTimeout(timer);
-          resolve();
-        });
+        conn.client.publish(
+          this.topic(this.deps.gatewayId, '/lwt'),
+          offline,
+          { qos: 1, retain: true },
+          () => {
+            clearTimeout(timer);
+            resolve();
+          },
+        );
       });
     }
     await conn.client.endAsync(true);
@@ -250,20 +281,33 @@ export class Uplink {
 }
 
 /** `--check`: one connection with the bundle, reporting the CONNACK or the error. */
-export async function probeUplink(config: UplinkConfig, clientId: string, signal: AbortSignal): Promise<CheckResult> {
-  const details = [`bridge ${config.url}, topic root ${config.topicRoot}`, `client certificate ${config.certSubject}, valid until ${config.certExpires}`];
+export async function probeUplink(
+  config: UplinkConfig,
+  clientId: string,
+  signal: AbortSignal,
+): Promise<CheckResult> {
+  const details = [
+    `bridge ${config.url}, topic root ${config.topicRoot}`,
+    `client certificate ${config.certSubject}, valid until ${config.certExpires}`,
+  ];
   const client = connect(config.url, clientOptions(config, `${clientId}-check`));
   try {
     const outcome = await new Promise<{ ok: boolean; line: string }>((resolve) => {
-      const timer = setTimeout(() => resolve({ ok: false, line: `no CONNACK within ${config.connectTimeoutMs} ms` }), config.connectTimeoutMs);
+      const timer = setTimeout(
+        () => resolve({ ok: false, line: `no CONNACK within ${config.connectTimeoutMs} ms` }),
+        config.connectTimeoutMs,
+      );
       signal.addEventListener('abort', () => resolve({ ok: false, line: 'aborted' }), { once: true });
       client.once('connect', () => {
         clearTimeout(timer);
         resolve({ ok: true, line: 'connected: MQTT 5 over mutual TLS accepted' });
       });
-      client.once('error', (err: Error & { code?: unknown }) => {
+      client.once('error', (err: Error & { code?: string | number }) => {
         clearTimeout(timer);
-        resolve({ ok: false, line: `refused: ${err.message}${err.code !== undefined ? ` (${String(err.code)})` : ''}` });
+        resolve({
+          ok: false,
+          line: `refused: ${err.message}${err.code !== undefined ? ` (${err.code})` : ''}`,
+        });
       });
     });
     details.push(outcome.line);

@@ -40,9 +40,7 @@ export class ShellyHttpCollector implements Collector {
   private server: http.Server | null = null;
   private readonly seen = new Set<string>();
 
-  constructor(
-    private readonly deps: CollectorDeps & { config: ShellyHttpConfig },
-  ) {}
+  constructor(private readonly deps: CollectorDeps & { config: ShellyHttpConfig }) {}
 
   /** The bound port (useful when the configuration says 0). */
   get port(): number {
@@ -123,7 +121,13 @@ export class ShellyHttpCollector implements Collector {
     }
     try {
       if (measurements.length > 0) await sink.accept({ device, ts: parsed.ts, measurements });
-      if (parsed.lwt !== null) await sink.deviceState({ device, status: parsed.lwt, at: parsed.ts ?? now, reason: 'device last-will' });
+      if (parsed.lwt !== null)
+        await sink.deviceState({
+          device,
+          status: parsed.lwt,
+          at: parsed.ts ?? now,
+          reason: 'device last-will',
+        });
       if (model !== undefined) await sink.deviceInfo({ device, model, fw_version: ua?.[1] });
     } catch (err) {
       if (!(err instanceof ReadingRefused)) throw err;

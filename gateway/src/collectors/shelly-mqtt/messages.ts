@@ -37,7 +37,12 @@ export function componentMeasurements(component: string, status: unknown): Valid
   const label = labelOf(component);
   const one = (kind: string, value: unknown, unit?: string): ValidMeasurement[] =>
     typeof value === 'number'
-      ? [validateMeasurement({ type: kind, value, ...(label ? { label } : {}), ...(unit ? { unit } : {}) }, component)]
+      ? [
+          validateMeasurement(
+            { type: kind, value, ...(label ? { label } : {}), ...(unit ? { unit } : {}) },
+            component,
+          ),
+        ]
       : [];
   switch (type) {
     case 'temperature':
@@ -70,7 +75,8 @@ export function parseShellyMessage(topic: string, payload: Buffer, rpcSource: st
   const device = parts[0]!;
   if (parts.length === 2 && parts[1] === 'online') {
     const text = payload.toString('utf8').trim();
-    if (text !== 'true' && text !== 'false') throw new ShellyPayloadError(`online must be true or false, got ${text}`);
+    if (text !== 'true' && text !== 'false')
+      throw new ShellyPayloadError(`online must be true or false, got ${text}`);
     return { kind: 'online', device, online: text === 'true' };
   }
   if (parts.length === 3 && parts[1] === 'status') {
@@ -92,7 +98,8 @@ export function parseShellyMessage(topic: string, payload: Buffer, rpcSource: st
       if (component.includes(':')) measurements.push(...componentMeasurements(component, status));
     }
     if (measurements.length === 0) return { kind: 'ignored', why: 'notification without readings' };
-    const ts = typeof params.ts === 'number' && Number.isFinite(params.ts) ? Math.round(params.ts * 1e6) : null;
+    const ts =
+      typeof params.ts === 'number' && Number.isFinite(params.ts) ? Math.round(params.ts * 1e6) : null;
     return { kind: 'reading', device: from, ts, measurements, viaRpc: true };
   }
   // An answer to our own RPC request (`<rpcSource>/rpc`), e.g. Shelly.GetDeviceInfo.
@@ -114,7 +121,8 @@ function parseGen1(parts: string[], payload: Buffer): ShellyMessage {
     const kind = { temperature: 'temperature', humidity: 'humidity', battery: 'battery' }[parts[3]!];
     if (!kind) return { kind: 'ignored', why: `sensor/${parts[3]}` };
     const value = Number(text);
-    if (text === '' || !Number.isFinite(value)) throw new ShellyPayloadError(`${parts[3]} is not a number: ${text}`);
+    if (text === '' || !Number.isFinite(value))
+      throw new ShellyPayloadError(`${parts[3]} is not a number: ${text}`);
     return {
       kind: 'reading',
       device,
@@ -128,7 +136,11 @@ function parseGen1(parts: string[], payload: Buffer): ShellyMessage {
 
 /** The cloud model of a Gen2+ device, from its RPC `app` name or its topic prefix. */
 export function shellyModel(device: string, app?: unknown): string {
-  const byApp: Record<string, string> = { PlusHT: 'shelly-plus-ht', HTG3: 'shelly-ht-gen3', Plus1PM: 'shelly-plus-1pm' };
+  const byApp: Record<string, string> = {
+    PlusHT: 'shelly-plus-ht',
+    HTG3: 'shelly-ht-gen3',
+    Plus1PM: 'shelly-plus-1pm',
+  };
   if (typeof app === 'string' && byApp[app]) return byApp[app];
   if (device.startsWith('shellyplusht-')) return 'shelly-plus-ht';
   if (device.startsWith('shellyhtg3-')) return 'shelly-ht-gen3';

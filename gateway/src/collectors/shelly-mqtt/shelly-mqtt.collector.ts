@@ -51,7 +51,9 @@ export class ShellyMqttCollector implements Collector {
       },
       authorizePublish: (client, packet, callback) => this.onPublish(client, packet, callback),
     });
-    broker.on('clientError', (client, err) => log.debug({ client: client.id, err: err.message }, 'device connection error'));
+    broker.on('clientError', (client, err) =>
+      log.debug({ client: client.id, err: err.message }, 'device connection error'),
+    );
     broker.on('client', (client) => log.debug({ client: client.id }, 'device connected'));
     const server = net.createServer((socket) => broker.handle(socket));
     await new Promise<void>((resolve, reject) => {
@@ -71,7 +73,11 @@ export class ShellyMqttCollector implements Collector {
     log.info({ host: config.host, port: this.port }, 'local MQTT broker listening for Shelly devices');
   }
 
-  private onPublish(client: AedesClient | null, packet: PublishPacket, callback: (error?: Error | null) => void): void {
+  private onPublish(
+    client: AedesClient | null,
+    packet: PublishPacket,
+    callback: (error?: Error | null) => void,
+  ): void {
     // Our own publishes (RPC requests) come without a client and are not readings.
     if (!client) return callback(null);
     const { counters, log } = this.deps;
@@ -94,7 +100,10 @@ export class ShellyMqttCollector implements Collector {
           return callback(null);
         }
         counters.refused++;
-        log.warn({ topic: packet.topic, err: err instanceof Error ? err.message : String(err) }, 'Shelly reading not accepted');
+        log.warn(
+          { topic: packet.topic, err: err instanceof Error ? err.message : String(err) },
+          'Shelly reading not accepted',
+        );
         callback(err instanceof Error ? err : new Error(String(err)));
       },
     );
@@ -130,7 +139,11 @@ export class ShellyMqttCollector implements Collector {
       case 'rpc-response': {
         const { result } = message;
         const version = typeof result.ver === 'string' ? result.ver : undefined;
-        await sink.deviceInfo({ device: message.device, model: shellyModel(message.device, result.app), fw_version: version });
+        await sink.deviceInfo({
+          device: message.device,
+          model: shellyModel(message.device, result.app),
+          fw_version: version,
+        });
         return;
       }
       case 'ignored':
@@ -144,7 +157,14 @@ export class ShellyMqttCollector implements Collector {
     if (!broker) return;
     const payload = JSON.stringify({ id: ++this.rpcId, src: RPC_SOURCE, method: 'Shelly.GetDeviceInfo' });
     broker.publish(
-      { cmd: 'publish', topic: `${device}/rpc`, payload: Buffer.from(payload), qos: 1, retain: false, dup: false },
+      {
+        cmd: 'publish',
+        topic: `${device}/rpc`,
+        payload: Buffer.from(payload),
+        qos: 1,
+        retain: false,
+        dup: false,
+      },
       (err) => {
         if (err) this.deps.log.warn({ device, err: err.message }, 'could not ask the device for its info');
       },

@@ -1,0 +1,217 @@
+import fs from 'node:fs';
+import { connect, type IClientOptions, type MqttClient } from 'mqtt';
+import type { CheckResult, Collector, CollectorDeps, IdentifyResult } from '../../collector.ts';
+import type { ChirpstackConfig } from '../../config.ts';
+import { ReadingRefused } from '../../reading.ts';
+import { validateMeasurement } from '../../../../shared/ingest.ts';
+import { decodeCayenneLpp, measurementsFromObject } from './decoded-object.ts';
+import { parseUplinkEvent, UplinkEventError, type UplinkEventData } from './uplink-event.ts';
+
+const UP_TOPIC = /^application\/([^/]+)\/device\/([0-9a-fA-F]{16})\/event\/up$/;
+
+/**
+ * LoRaWAN: a subscriber to a ChirpStack v4 MQTT integration (`application/<app>/device/+/event/up`,
+ * JSON or protobuf). The decoded `object` is mapped to measurements (decoded-object.ts); without
+ * one, a device configured with `decoder: cayenne-lpp` has its `data` decoded here. The uplink's
+ * best RSSI becomes a `signal` measurement; the reading's time is the network server's receive time
+ * (`time`), the closest the event carries to when the sensor measured.
+ *
+ * The subscription is QoS 1 with a persistent session, and a message is acknowledged only after its
+ * reading is buffered: when the buffer refuses it, the connection is dropped without a PUBACK and
+ * the broker delivers it again after the reconnect.
+ */
+export class ChirpstackCollector implements Collector {
+  readonly name = 'chirpstack';
+  private client: MqttClient | null = null;
+  /** DevEUI → application id, learnt from uplink topics (needed to address a downlink). */
+  private readonly applications = new Map<string, string>();
+
+  constructor(private readonly deps: CollectorDeps & { config: ChirpstackConfig; gatewayId: string }) {}
+
+  private options(clientId: string, clean: boolean): IClientOptions {
+    const c = this.deps.config;
+    return {
+      clientId,
+      clean,
+      protocolVersion: 4,
+      reconnectPeriod: 2000,
+      connectTimeout: 10_000,
+      ...(c.username ? { username: c.username, password: c.password } : {}),
+      ...(c.ca_file ? { ca: fs.readFileSync(c.ca_file) } : {}),
+    };
+  }
+
+  private get topic(): string {
+    return `application/${this.deps.config.application_id}/device/+/event/up`;
+  }
+
+  async start(_signal: AbortSignal): Promise<void> {
+    if (this.client) return;
+    const { config, log, counters } = this.deps;
+    const client = connect(
+      config.url,
+      this.options(config.client_id ?? `${this.deps.gatewayId}-chirpstack`, false),
+    );
+    client.handleMessage = (packet, callback) => {
+      this.onUplink(packet.topic, Buffer.from(packet.payload)).then(
+        () => callback(),
+        (err: unknown) => callback(err instanceof Error ? err : new Error(String(err))),
+      );
+    };
+    client.on('connect', (connack) => {
+      counters.state = 'connected';
+      log.info(
+        { url: config.url, sessionPresent: connack.sessionPresent },
+        'connected to the ChirpStack broker',
+      );
+      client.subscribe(this.topic, { qos: 1 }, (err) => {
+        if (err) log.error({ err: err.message, topic: this.topic }, 'subscribe failed');
+      });
+    });
+    client.on('close', () => {
+      if (counters.state === 'connected')
+        log.warn({ url: config.url }, 'ChirpStack broker connection lost: reconnecting');
+      counters.state = 'reconnecting';
+    });
+    client.on('error', (err) => {
+      counters.errors++;
+      log.warn({ err: err.message }, 'ChirpStack broker error');
+    });
+    this.client = client;
+    counters.state = 'connecting';
+  }
+
+  /** Resolves once the reading is buffered (then mqtt.js sends the PUBACK); rejects to withhold it. */
+  private async onUplink(topic: string, payload: Buffer): Promise<void> {
+    const { counters, log, sink, config } = this.deps;
+    const match = UP_TOPIC.exec(topic);
+    if (!match) return;
+    counters.received++;
+    let event: UplinkEventData;
+    try {
+      event = parseUplinkEvent(payload, config.encoding);
+    } catch (err) {
+      if (!(err instanceof UplinkEventError)) throw err;
+      counters.invalid++;
+      log.info({ topic, reason: err.message }, 'uplink event ignored');
+      return;
+    }
+    this.applications.set(event.devEui, match[1]!);
+    const device = config.devices[event.devEui];
+    let object = event.object;
+    const decoder = device?.decoder ?? config.default_decoder;
+    if (!object && decoder === 'cayenne-lpp' && event.data.length > 0) object = decodeCayenneLpp(event.data);
+    const mapped = object ? measurementsFromObject(object) : { measurements: [], dropped: [] };
+    if (mapped.dropped.length > 0)
+      log.info(
+        { devEui: event.devEui, dropped: mapped.dropped },
+        'values outside their sanity range dropped',
+      );
+    const measurements = [...mapped.measurements];
+    if (measurements.length === 0) {
+      counters.invalid++;
+      log.info(
+        { devEui: event.devEui, fCnt: event.fCnt, hasObject: object !== null },
+        'uplink without a known measurement',
+      );
+      return;
+    }
+    if (event.rssi !== null && event.rssi < 0 && event.rssi >= -150) {
+      measurements.push(validateMeasurement({ type: 'signal', value: event.rssi }, 'rssi'));
+    }
+    try {
+      await sink.accept({ device: event.devEui, ts: event.time, measurements });
+      await sink.deviceInfo({ device: event.devEui, model: device?.model ?? 'lorawan-generic' });
+    } catch (err) {
+      if (err instanceof ReadingRefused && err.code === 'invalid') {
+        counters.invalid++;
+        log.info({ devEui: event.devEui, reason: err.message }, 'uplink refused');
+        return;
+      }
+      counters.refused++;
+      log.warn(
+        { devEui: event.devEui, err: (err as Error).message },
+        'uplink not buffered: withholding its PUBACK',
+      );
+      throw err;
+    }
+    counters.accepted++;
+    log.debug(
+      { devEui: event.devEui, fCnt: event.fCnt, measurements: measurements.length },
+      'uplink buffered',
+    );
+  }
+
+  owns(device: string): boolean {
+    return this.applications.has(device);
+  }
+
+  /** Enqueues the device's configured identify downlink through ChirpStack (`.../command/down`). */
+  async identify(device: string): Promise<IdentifyResult> {
+    const downlink = this.deps.config.devices[device]?.identify;
+    if (!downlink) return 'unsupported';
+    const application = this.applications.get(device);
+    const client = this.client;
+    if (!application || !client?.connected) return 'unreachable';
+    const payload = JSON.stringify({
+      devEui: device,
+      confirmed: false,
+      fPort: downlink.f_port,
+      data: Buffer.from(downlink.data_hex, 'hex').toString('base64'),
+    });
+    try {
+      await client.publishAsync(`application/${application}/device/${device}/command/down`, payload, {
+        qos: 1,
+      });
+      return 'sent';
+    } catch (err) {
+      this.deps.log.warn({ device, err: (err as Error).message }, 'identify downlink not enqueued');
+      return 'unreachable';
+    }
+  }
+
+  async check(signal: AbortSignal): Promise<CheckResult> {
+    const { config } = this.deps;
+    const details = [
+      `ChirpStack broker ${config.url}, subscription ${this.topic}, encoding ${config.encoding}`,
+    ];
+    const client = connect(config.url, {
+      ...this.options(`${this.deps.gatewayId}-check-${process.pid}`, true),
+      reconnectPeriod: 0,
+    });
+    try {
+      const ok = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => {
+          details.push('no CONNACK within 10 s');
+          resolve(false);
+        }, 10_000);
+        signal.addEventListener('abort', () => resolve(false), { once: true });
+        client.once('error', (err) => {
+          clearTimeout(timer);
+          details.push(`cannot connect: ${err.message}`);
+          resolve(false);
+        });
+        client.once('connect', () => {
+          client.subscribe(this.topic, { qos: 1 }, (err) => {
+            clearTimeout(timer);
+            details.push(err ? `subscribe refused: ${err.message}` : 'connected and subscribed');
+            resolve(!err);
+          });
+        });
+      });
+      return { ok, details };
+    } finally {
+      client.on('error', () => undefined);
+      await client.endAsync(true);
+    }
+  }
+
+  async stop(): Promise<void> {
+    const client = this.client;
+    this.client = null;
+    if (!client) return;
+    this.deps.counters.state = 'stopped';
+    client.removeAllListeners('close');
+    await client.endAsync();
+  }
+}

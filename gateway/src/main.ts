@@ -1,0 +1,75 @@
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig, type GatewayConfig } from './config.ts';
+import { Gateway } from './gateway.ts';
+import { createLogger } from './logger.ts';
+
+/**
+ * `npm run gateway -- --config FILE [--check]`. With --check: validate the configuration, probe the
+ * buffer, the uplink and each collector, print what was found and exit 0 when all is well, 1 when
+ * not. Without it: run until SIGTERM/SIGINT. A configuration error exits 2.
+ */
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      config: { type: 'string', short: 'c' },
+      check: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help || !values.config) {
+    process.stdout.write('usage: npm run gateway -- --config FILE [--check]\n');
+    process.exit(values.help ? 0 : 2);
+  }
+  let config: GatewayConfig;
+  try {
+    config = loadConfig(values.config);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`config error: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+
+  if (values.check) {
+    const log = createLogger('warn', process.stderr);
+    const gateway = new Gateway({ config, log });
+    const out = (line: string) => process.stdout.write(`${line}\n`);
+    out(`config ${config.file}: valid`);
+    out(`  gateway id ${config.gatewayId}, data in ${config.dataDir}`);
+    const report = await gateway.check(AbortSignal.timeout(60_000));
+    for (const { name, result } of report.sections) {
+      out(`${result.ok ? 'ok  ' : 'FAIL'} ${name}`);
+      for (const d of result.details) out(`     ${d}`);
+    }
+    out(`status ${JSON.stringify(report.status)}`);
+    out(report.ok ? 'all checks passed' : 'some checks failed');
+    process.exit(report.ok ? 0 : 1);
+  }
+
+  const log = createLogger(config.logLevel);
+  const gateway = new Gateway({ config, log });
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'stopping');
+    gateway.stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  await gateway.start();
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(
+    `gateway failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+  );
+  process.exit(1);
+});
