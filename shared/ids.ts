@@ -43,6 +43,7 @@ export type IdPrefix =
   | 'aud'
   | 'req'
   | 'job'
+  | 'mov'
   | 'lc';
 
 /** A random identifier with 128 bits of entropy, e.g. `dev_4kQ…` (decisions, "General"). */

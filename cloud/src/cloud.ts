@@ -84,7 +84,10 @@ export class Cloud {
     log.info({ url: this.url, database: database.dialect }, 'cloud started');
   }
 
-  /** Housekeeping that keeps the shared tables small (expired keys and rate-limit windows). */
+  /**
+   * Housekeeping that keeps the shared tables small (expired keys and rate-limit windows) and removes
+   * measurements past RETENTION_DAYS.
+   */
   async runMaintenance(): Promise<void> {
     try {
       await this.services.rateLimiter.prune();
@@ -96,6 +99,12 @@ export class Cloud {
       );
     } catch (err) {
       this.services.log.error({ err }, 'maintenance failed');
+    }
+    // Retention apart: a failure there must not stop the housekeeping above, nor the reverse.
+    try {
+      await this.services.retention.run();
+    } catch (err) {
+      this.services.log.error({ err }, 'retention failed');
     }
   }
 

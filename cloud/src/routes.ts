@@ -2,6 +2,8 @@ import { accountRoutes } from './accounts/accounts.routes.ts';
 import { authRoutes } from './auth/auth.routes.ts';
 import { bridgeRoutes } from './bridges/bridges.routes.ts';
 import { deviceRoutes } from './devices/devices.routes.ts';
+import { deviceMoveRoutes } from './devices/moves.routes.ts';
+import { exportRoutes } from './export/export.routes.ts';
 import { openApiDocument } from './http/openapi.ts';
 import type { RouteDef } from './http/route-table.ts';
 import { ingestRoutes } from './ingest/ingest.routes.ts';
@@ -28,9 +30,11 @@ export function allRoutes(s: Services): RouteDef[] {
     ...accountRoutes(s),
     ...siteRoutes(s),
     ...deviceRoutes(s),
+    ...deviceMoveRoutes(s),
     ...sensorRoutes(s),
     ...bridgeRoutes(s),
     ...measurementRoutes(s),
+    ...exportRoutes(s),
   ];
   return routes;
 }

@@ -10,6 +10,9 @@ import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import { DevicesRepository } from './devices/devices.repository.ts';
 import { DevicesService } from './devices/devices.service.ts';
+import { ExportRepository } from './export/export.repository.ts';
+import { AccountExport } from './export/export.service.ts';
+import { DeviceMoves, DeviceMovesRepository } from './devices/moves.ts';
 import { IngestCore } from './ingest/ingest.core.ts';
 import { PostgresIngestStore } from './ingest/ingest.store.postgres.ts';
 import { SqliteIngestStore } from './ingest/ingest.store.sqlite.ts';
@@ -63,9 +66,11 @@ export interface Services {
   bridges: BridgesService;
   /** The MQTT bridge endpoint; started by `Cloud.start()` unless MQTT_PORT is 0. */
   mqtt: MqttBridge;
+  deviceMoves: DeviceMoves;
   measurementsRepository: MeasurementsRepository;
   measurements: MeasurementsService;
   retention: RetentionJob;
+  accountExport: AccountExport;
 }
 
 /** The ingest hot path uses each database's own driver directly (the one dialect branch of ingest). */
@@ -149,6 +154,17 @@ export function buildServices(deps: {
     mqttUrl: () =>
       config.mqttUrl ?? `mqtts://${new URL(config.baseUrl).hostname}:${mqtt.port || config.mqttPort || 8883}`,
   });
+  const deviceMoves = new DeviceMoves({
+    db,
+    clock,
+    log: log.child({ module: 'devices' }),
+    jobs,
+    devices: devicesRepository,
+    sites,
+    moves: new DeviceMovesRepository(),
+    audit,
+  });
+  deviceMoves.register();
   const measurementsRepository = new MeasurementsRepository();
   const measurements = new MeasurementsService({ db, clock, config, measurements: measurementsRepository });
   const retention = new RetentionJob({
@@ -158,15 +174,26 @@ export function buildServices(deps: {
     log: log.child({ module: 'retention' }),
     measurements: measurementsRepository,
   });
+  const accountExport = new AccountExport({
+    db,
+    clock,
+    config,
+    exports: new ExportRepository(),
+    measurementsRepository,
+    measurements,
+    deviceMoves,
+  });
   return {
     ingest,
     pki,
     bridgesRepository,
     bridges,
     mqtt,
+    deviceMoves,
     measurementsRepository,
     measurements,
     retention,
+    accountExport,
     config,
     clock,
     log,
