@@ -1,0 +1,152 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { parse } from 'csv-parse/sync';
+import { ManualClock } from '../../../cloud/src/clock.ts';
+import { EXPORT_COLUMNS } from '../../../cloud/src/export/export.service.ts';
+import { formatMicros } from '../../../shared/time.ts';
+import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
+import { DATABASES, tempDir } from '../../helpers/databases.ts';
+import { createDevice, createSite } from '../../helpers/fixtures.ts';
+import { at, ingestCore, ingestHttp, READ_ENV, type Reading } from '../measurements/reads-helpers.ts';
+
+const NOW = at('2026-03-10T12:00:00Z');
+const MINUTE = 60_000_000;
+
+/** Downloads the export, checks it with `unzip -t` and extracts it with the real unzip. */
+async function downloadExport(
+  t: TestCloud,
+  token: string,
+): Promise<{ dir: string; files: string[]; headers: Headers }> {
+  const response = await fetch(`${t.url}/v1/accounts/me/export`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}` },
+  });
+  expect(response.status).toBe(200);
+  const dir = tempDir('sm-export-');
+  const zip = path.join(dir, 'export.zip');
+  fs.writeFileSync(zip, Buffer.from(await response.arrayBuffer()));
+  expect(execFileSync('unzip', ['-t', zip]).toString()).toContain('No errors detected');
+  const listing = execFileSync('unzip', ['-Z1', zip]).toString().trim().split('\n');
+  execFileSync('unzip', ['-q', zip, '-d', path.join(dir, 'out')]);
+  return { dir, files: listing, headers: response.headers };
+}
+
+const csv = (dir: string, name: string) =>
+  parse<Record<string, string>>(fs.readFileSync(path.join(dir, 'out', name)), { columns: true });
+
+describe.each(DATABASES)('POST /v1/accounts/me/export on %s', (db) => {
+  let t: TestCloud;
+  let user: SignedIn;
+  afterEach(async () => t?.stop());
+
+  async function start(): Promise<void> {
+    t = await startTestCloud({ db, clock: new ManualClock(NOW), env: READ_ENV });
+    user = await signUp(t, 'auditor@example.com');
+  }
+
+  it('streams a ZIP that unzip opens, with measurements.csv, events.csv, audit.csv and meta.json matching what was stored', async () => {
+    await start();
+    const site = await createSite(t, user.token, { name: 'Kitchen' });
+    const fridge = await createDevice(t, user.token, site.id, { local_id: 'fridge-1' });
+    const freezer = await createDevice(t, user.token, site.id, { local_id: 'freezer-1' });
+    const fridgeReadings: Reading[] = Array.from({ length: 2500 }, (_, i) => ({
+      ts: NOW - (3000 - i) * MINUTE + 17,
+      value: Math.round(i * 1.7) / 10,
+    }));
+    const fridgeChannel = (await ingestCore(t, fridge, fridgeReadings)).channelId!;
+    const doorChannel = await ingestHttp(t, fridge, [{ ts: NOW - MINUTE, value: 1 }], {
+      type: 'leak',
+      label: 'door, "left"',
+    });
+    const freezerChannel = await ingestHttp(t, freezer, [{ ts: NOW - 2 * MINUTE, value: -19.5 }]);
+    // Another account's data never appears.
+    const other = await signUp(t, 'other@example.com');
+    const otherSite = await createSite(t, other.token);
+    await ingestHttp(t, await createDevice(t, other.token, otherSite.id), [{ ts: NOW - MINUTE, value: 3 }]);
+
+    const { dir, files, headers } = await downloadExport(t, user.token);
+    expect(headers.get('content-type')).toBe('application/zip');
+    expect(headers.get('content-disposition')).toMatch(
+      /^attachment; filename="export-acc_\w+-2026-03-10\.zip"$/,
+    );
+    expect(files.sort()).toEqual(['audit.csv', 'events.csv', 'measurements.csv', 'meta.json']);
+
+    const measurements = csv(dir, 'measurements.csv');
+    expect(Object.keys(measurements[0]!)).toEqual(EXPORT_COLUMNS['measurements.csv'].map((c) => c.name));
+    expect(measurements).toHaveLength(2502);
+    const fridgeRows = measurements.filter((r) => r.channel_id === fridgeChannel);
+    expect(fridgeRows.map((r) => [r.ts, Number(r.value)])).toEqual(
+      fridgeReadings.map((r) => [formatMicros(r.ts), r.value]),
+    );
+    expect(fridgeRows[0]).toMatchObject({
+      device_id: fridge.id,
+      site_id: site.id,
+      type: 'temperature',
+      label: '',
+      unit: '°C',
+      sensor_id: expect.stringMatching(/^snr_/),
+    });
+    expect(measurements.find((r) => r.channel_id === doorChannel)).toMatchObject({
+      type: 'leak',
+      label: 'door, "left"',
+      value: '1',
+    });
+    expect(measurements.find((r) => r.channel_id === freezerChannel)).toMatchObject({
+      device_id: freezer.id,
+      ts: formatMicros(NOW - 2 * MINUTE),
+      value: '-19.5',
+    });
+
+    const audit = csv(dir, 'audit.csv');
+    expect(Object.keys(audit[0]!)).toEqual(EXPORT_COLUMNS['audit.csv'].map((c) => c.name));
+    const created = audit.filter((a) => a.kind === 'device.created');
+    expect(created.map((a) => a.target).sort()).toEqual([fridge.id, freezer.id].sort());
+    expect(JSON.parse(created[0]!.details)).toMatchObject({ site_id: site.id });
+    expect(audit.every((a) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/.test(a.ts!))).toBe(true);
+
+    const eventsHeader = fs.readFileSync(path.join(dir, 'out', 'events.csv'), 'utf8').split('\n')[0];
+    expect(eventsHeader).toBe(EXPORT_COLUMNS['events.csv'].map((c) => c.name).join(','));
+
+    const meta = JSON.parse(fs.readFileSync(path.join(dir, 'out', 'meta.json'), 'utf8'));
+    expect(meta).toMatchObject({
+      format_version: 1,
+      account_id: user.accountId,
+      generated_at: '2026-03-10T12:00:00Z',
+    });
+    expect(meta.files['measurements.csv'].columns.map((c: { name: string }) => c.name)).toEqual([
+      'ts',
+      'channel_id',
+      'sensor_id',
+      'device_id',
+      'site_id',
+      'type',
+      'label',
+      'unit',
+      'value',
+    ]);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('exports an account with no data as CSV headers only', async () => {
+    await start();
+    const { dir } = await downloadExport(t, user.token);
+    expect(csv(dir, 'measurements.csv')).toEqual([]);
+    expect(fs.readFileSync(path.join(dir, 'out', 'measurements.csv'), 'utf8').trim()).toBe(
+      'ts,channel_id,sensor_id,device_id,site_id,type,label,unit,value',
+    );
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('needs the admin scope: 403 forbidden for read and write tokens, 401 without one', async () => {
+    await start();
+    for (const scope of ['read', 'write']) {
+      const created = await t.http.post('/v1/tokens', { label: scope, scope }, { token: user.token });
+      const answer = await t.http.post('/v1/accounts/me/export', undefined, { token: created.json.token });
+      expect([scope, answer.status, answer.json.error.code]).toEqual([scope, 403, 'forbidden']);
+    }
+    const anonymous = await t.http.post('/v1/accounts/me/export');
+    expect([anonymous.status, anonymous.json.error.code]).toEqual([401, 'auth_required']);
+  });
+});
