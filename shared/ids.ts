@@ -44,6 +44,7 @@ export type IdPrefix =
   | 'req'
   | 'job'
   | 'mov'
+  | 'whd'
   | 'lc';
 
 /** A random identifier with 128 bits of entropy, e.g. `dev_4kQ…` (decisions, "General"). */

@@ -79,6 +79,7 @@ export class Cloud {
       }
     }
     this.services.jobs.start();
+    this.services.rules.start();
     this.maintenance = setInterval(() => void this.runMaintenance(), MAINTENANCE_INTERVAL_MS);
     this.maintenance.unref();
     log.info({ url: this.url, database: database.dialect }, 'cloud started');
@@ -140,6 +141,7 @@ export class Cloud {
       await closed;
     }
     if (this.services) {
+      await this.services.rules.stop();
       await this.services.jobs.stop();
       this.services.mailer.close();
       await this.services.database.close();

@@ -2,16 +2,20 @@ import { accountRoutes } from './accounts/accounts.routes.ts';
 import { authRoutes } from './auth/auth.routes.ts';
 import { bridgeRoutes } from './bridges/bridges.routes.ts';
 import { deviceRoutes } from './devices/devices.routes.ts';
+import { eventRoutes } from './events/events.routes.ts';
 import { deviceMoveRoutes } from './devices/moves.routes.ts';
 import { exportRoutes } from './export/export.routes.ts';
 import { openApiDocument } from './http/openapi.ts';
 import type { RouteDef } from './http/route-table.ts';
 import { ingestRoutes } from './ingest/ingest.routes.ts';
 import { measurementRoutes } from './measurements/measurements.routes.ts';
+import { ruleRoutes } from './rules/rules.routes.ts';
 import { sensorRoutes } from './sensors/sensors.routes.ts';
 import type { Services } from './services.ts';
+import { silenceRoutes } from './silences/silences.routes.ts';
 import { siteRoutes } from './sites/sites.routes.ts';
 import { tokenRoutes } from './tokens/tokens.routes.ts';
+import { webhookRoutes } from './webhooks/webhooks.routes.ts';
 
 /** Every HTTP endpoint of the cloud, one router file per resource. */
 export function allRoutes(s: Services): RouteDef[] {
@@ -32,6 +36,10 @@ export function allRoutes(s: Services): RouteDef[] {
     ...deviceRoutes(s),
     ...deviceMoveRoutes(s),
     ...sensorRoutes(s),
+    ...silenceRoutes(s),
+    ...ruleRoutes(s),
+    ...eventRoutes(s),
+    ...webhookRoutes(s),
     ...bridgeRoutes(s),
     ...measurementRoutes(s),
     ...exportRoutes(s),

@@ -10,6 +10,8 @@ import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import { DevicesRepository } from './devices/devices.repository.ts';
 import { DevicesService } from './devices/devices.service.ts';
+import { EventsRepository } from './events/events.repository.ts';
+import { EventsService } from './events/events.service.ts';
 import { ExportRepository } from './export/export.repository.ts';
 import { AccountExport } from './export/export.service.ts';
 import { DeviceMoves, DeviceMovesRepository } from './devices/moves.ts';
@@ -24,15 +26,22 @@ import type { Logger } from './logger.ts';
 import { MeasurementsRepository } from './measurements/measurements.repository.ts';
 import { MeasurementsService } from './measurements/measurements.service.ts';
 import { Mailer, type Mail } from './mail/mailer.ts';
+import { AlarmMailAndWebhooks } from './notify/alarm-notifier.ts';
 import { MqttBridge } from './mqtt/mqtt-bridge.ts';
 import { BridgePki } from './pki/pki.ts';
 import { RetentionJob } from './retention/retention.ts';
+import { RuleEngine } from './rules/rule-engine.ts';
+import { RulesRepository } from './rules/rules.repository.ts';
 import { SensorsRepository } from './sensors/sensors.repository.ts';
 import { SensorsService } from './sensors/sensors.service.ts';
+import { SilencesService } from './silences/silences.service.ts';
 import { SitesRepository } from './sites/sites.repository.ts';
 import type { Database, Db } from './storage/database.ts';
 import { TokensRepository } from './tokens/tokens.repository.ts';
 import { TokensService } from './tokens/tokens.service.ts';
+import { WebhookDeliveryJob } from './webhooks/webhook-delivery.ts';
+import { WebhooksRepository } from './webhooks/webhooks.repository.ts';
+import { DELIVERY_JOB, WebhooksService } from './webhooks/webhooks.service.ts';
 
 /**
  * Every long-lived object of the cloud, built once and handed to the routes. Constructors only store
@@ -61,6 +70,12 @@ export interface Services {
   sensorsRepository: SensorsRepository;
   sensors: SensorsService;
   ingest: IngestCore;
+  /** The rule engine (issue 4): states, alarm events, the tick; started by `Cloud.start()`. */
+  rules: RuleEngine;
+  events: EventsService;
+  silences: SilencesService;
+  webhooksRepository: WebhooksRepository;
+  webhooks: WebhooksService;
   pki: BridgePki;
   bridgesRepository: BridgesRepository;
   bridges: BridgesService;
@@ -119,7 +134,28 @@ export function buildServices(deps: {
   const devicesRepository = new DevicesRepository();
   const sensorsRepository = new SensorsRepository();
   const devices = new DevicesService({ db, clock, config, devices: devicesRepository, sites, audit });
-  const sensors = new SensorsService({ db, clock, sensors: sensorsRepository, audit });
+  const webhooksRepository = new WebhooksRepository();
+  const webhooks = new WebhooksService({ db, clock, config, webhooks: webhooksRepository, audit, jobs });
+  jobs.register(
+    DELIVERY_JOB,
+    new WebhookDeliveryJob({
+      db,
+      clock,
+      log: log.child({ module: 'webhooks' }),
+      webhooks: webhooksRepository,
+      allowPrivate: config.webhookAllowPrivate,
+    }),
+  );
+  const rules = new RuleEngine({
+    database,
+    clock,
+    log: log.child({ module: 'rules' }),
+    repository: new RulesRepository(),
+    notifier: new AlarmMailAndWebhooks({ config, jobs, accounts, webhooks }),
+  });
+  const events = new EventsService({ db, clock, events: new EventsRepository(), sites, audit, webhooks });
+  const sensors = new SensorsService({ db, clock, sensors: sensorsRepository, audit, ruleChanges: rules });
+  const silences = new SilencesService({ db, clock, sensors: sensorsRepository, audit, engine: rules });
   const ingest = new IngestCore({
     store: ingestStoreFor(database),
     clock,
@@ -183,8 +219,17 @@ export function buildServices(deps: {
     measurements,
     deviceMoves,
   });
+  // After commit, ingest hands over what it wrote: the engine evaluates soon (the marker it reads
+  // was written in the same transaction), and device flips become device.online/offline webhooks.
+  ingest.onAccepted(() => rules.kick());
+  ingest.onDeviceState((changes) => webhooks.publishDeviceStates(changes));
   return {
     ingest,
+    rules,
+    events,
+    silences,
+    webhooksRepository,
+    webhooks,
     pki,
     bridgesRepository,
     bridges,

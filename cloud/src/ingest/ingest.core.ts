@@ -18,6 +18,7 @@ import { rollupDeltas } from '../measurements/rollups.ts';
 import { defaultRule, isVertical } from '../sites/verticals.ts';
 import type {
   AcceptedPoint,
+  DeviceStateChange,
   IngestDevice,
   IngestItem,
   IngestOutcome,
@@ -36,6 +37,7 @@ const RATE_WINDOW_SECONDS = 60;
 const DEFAULT_NO_DATA_MIN = 60;
 
 export type AcceptedListener = (points: AcceptedPoint[]) => void | Promise<void>;
+export type DeviceStateListener = (changes: DeviceStateChange[]) => void | Promise<void>;
 
 interface Pending {
   item: IngestItem;
@@ -70,12 +72,21 @@ export class IngestCore {
   private scheduled = false;
   private readonly sensors = new Map<string, SensorRef>();
   private readonly listeners: AcceptedListener[] = [];
+  private readonly deviceListeners: DeviceStateListener[] = [];
 
   constructor(private readonly deps: { store: IngestStore; clock: Clock; config: Config; log: Logger }) {}
 
   /** Called with the points each group wrote, after it committed. A failing listener is logged. */
   onAccepted(listener: AcceptedListener): void {
     this.listeners.push(listener);
+  }
+
+  /**
+   * Called after commit with the devices a group flipped online or offline (an uplink after
+   * silence, a last-will `lwt` from the Shelly GET or the MQTT bridge). A failing listener is logged.
+   */
+  onDeviceState(listener: DeviceStateListener): void {
+    this.deviceListeners.push(listener);
   }
 
   submit(item: IngestItem): Promise<IngestOutcome> {
@@ -105,12 +116,14 @@ export class IngestCore {
   private async runBatch(batch: Pending[]): Promise<void> {
     const items = batch.map((p) => p.item);
     let learned: SensorRef[] = [];
+    let flipped: DeviceStateChange[] = [];
     let outcomes: IngestOutcome[];
     try {
       outcomes = await this.withRetry(() =>
         this.deps.store.transaction(async (tx) => {
           learned = [];
-          return this.process(tx, items, learned);
+          flipped = [];
+          return this.process(tx, items, learned, flipped);
         }),
       );
     } catch (err) {
@@ -122,6 +135,7 @@ export class IngestCore {
     batch.forEach((p, i) => p.resolve(outcomes[i]!));
     const points = outcomes.flatMap((o) => (o.ok ? o.points : []));
     if (points.length > 0) this.emit(points);
+    if (flipped.length > 0) this.emitTo(this.deviceListeners, flipped);
   }
 
   /** One retry when PostgreSQL chose this group as a deadlock or serialization victim. */
@@ -137,9 +151,13 @@ export class IngestCore {
   }
 
   private emit(points: AcceptedPoint[]): void {
-    for (const listener of this.listeners) {
+    this.emitTo(this.listeners, points);
+  }
+
+  private emitTo<T>(listeners: ((value: T) => void | Promise<void>)[], value: T): void {
+    for (const listener of listeners) {
       try {
-        const result = listener(points);
+        const result = listener(value);
         if (result instanceof Promise) {
           result.catch((err: unknown) => this.deps.log.error({ err }, 'ingest listener failed'));
         }
@@ -154,8 +172,16 @@ export class IngestCore {
     this.sensors.set(sensorKey(s.device_id, s.kind, s.label_key), s);
   }
 
-  /** `learned` collects the channels looked up or created, for the cache once the group commits. */
-  private async process(tx: IngestTx, items: IngestItem[], learned: SensorRef[]): Promise<IngestOutcome[]> {
+  /**
+   * `learned` collects the channels looked up or created, for the cache once the group commits;
+   * `flipped` the devices whose online state changed, for `onDeviceState` listeners.
+   */
+  private async process(
+    tx: IngestTx,
+    items: IngestItem[],
+    learned: SensorRef[],
+    flipped: DeviceStateChange[],
+  ): Promise<IngestOutcome[]> {
     const { clock, config } = this.deps;
     const now = clock.nowMicros();
     const outcomes: (IngestOutcome | null)[] = items.map(() => null);
@@ -329,26 +355,52 @@ export class IngestCore {
     if (deltas.length) await tx.upsertRollups(deltas);
 
     // 6. Last values (newest wins, late data never moves them back) and device state.
+    // The oldest time written per channel marks where the rule engine must look again (late data).
     const newest = new Map<number, MeasurementRow>();
+    const oldest = new Map<number, number>();
     rows.forEach((row, r) => {
       if (!written[r]) return;
       const prev = newest.get(row.sensorSeq);
       if (!prev || row.ts >= prev.ts) newest.set(row.sensorSeq, row);
+      oldest.set(row.sensorSeq, Math.min(oldest.get(row.sensorSeq) ?? row.ts, row.ts));
     });
     if (newest.size)
-      await tx.updateSensorLast([...newest.values()].sort((a, b) => a.sensorSeq - b.sensorSeq));
-    const deviceState = new Map<string, { id: string; lastSeenAt: number; online: number }>();
+      await tx.updateSensorLast(
+        [...newest.values()]
+          .sort((a, b) => a.sensorSeq - b.sensorSeq)
+          .map((row) => ({ ...row, minTs: oldest.get(row.sensorSeq)! })),
+      );
+    const deviceState = new Map<string, { id: string; lastSeenAt: number; online: number; at: number }>();
+    const deviceRow = new Map<string, IngestDevice>();
     items.forEach((item, i) => {
       const d = devices[i];
       if (!d) return;
+      deviceRow.set(d.id, d);
       deviceState.set(d.id, {
         id: d.id,
         lastSeenAt: Math.max(item.receivedAt, deviceState.get(d.id)?.lastSeenAt ?? 0),
         online: item.lwt === 'offline' ? 0 : 1,
+        at: item.receivedAt,
       });
     });
     if (deviceState.size)
-      await tx.updateDevices([...deviceState.values()].sort((a, b) => (a.id < b.id ? -1 : 1)));
+      await tx.updateDevices(
+        [...deviceState.values()]
+          .sort((a, b) => (a.id < b.id ? -1 : 1))
+          .map(({ id, lastSeenAt, online }) => ({ id, lastSeenAt, online })),
+      );
+    for (const state of deviceState.values()) {
+      const d = deviceRow.get(state.id)!;
+      if (Number(d.online) === state.online) continue;
+      flipped.push({
+        accountId: d.account_id,
+        deviceId: d.id,
+        siteId: d.site_id,
+        localId: d.local_id,
+        online: state.online === 1,
+        at: state.at,
+      });
+    }
 
     // 7. Answers.
     return items.map((item, i) => {

@@ -4,7 +4,7 @@ import { MEASUREMENT_GROUP_SHIFT } from '../storage/layout.ts';
 import { creditFirst } from './ingest.types.ts';
 import type { IngestDevice, IngestStore, IngestTx, NewSensorRow, SensorRef } from './ingest.types.ts';
 
-const DEVICE_SQL = `SELECT d.id, d.account_id, d.site_id, d.local_id, d.model, s.vertical, d.token_hash
+const DEVICE_SQL = `SELECT d.id, d.account_id, d.site_id, d.local_id, d.model, s.vertical, d.token_hash, d.online
   FROM devices d JOIN sites s ON s.id = d.site_id WHERE d.deleted_at IS NULL`;
 
 /**
@@ -131,10 +131,20 @@ export class PostgresIngestStore implements IngestStore {
       updateSensorLast: async (rows) => {
         await q(
           'ingest_sensor_last',
-          `UPDATE sensors s SET last_value = u.value, last_ts = u.ts
-           FROM unnest($1::bigint[], $2::bigint[], $3::float8[]) AS u(seq, ts, value)
-           WHERE s.seq = u.seq AND (s.last_ts IS NULL OR s.last_ts <= u.ts)`,
-          [rows.map((r) => r.sensorSeq), rows.map((r) => r.ts), rows.map((r) => r.value)],
+          // Every channel written is marked for the rule engine; the last value moves only forward.
+          `UPDATE sensors s SET
+             last_value = CASE WHEN s.last_ts IS NULL OR s.last_ts <= u.ts THEN u.value ELSE s.last_value END,
+             last_ts = CASE WHEN s.last_ts IS NULL OR s.last_ts <= u.ts THEN u.ts ELSE s.last_ts END,
+             eval_from = LEAST(COALESCE(s.eval_from, u.min_ts), u.min_ts),
+             eval_gen = s.eval_gen + 1
+           FROM unnest($1::bigint[], $2::bigint[], $3::float8[], $4::bigint[]) AS u(seq, ts, value, min_ts)
+           WHERE s.seq = u.seq`,
+          [
+            rows.map((r) => r.sensorSeq),
+            rows.map((r) => r.ts),
+            rows.map((r) => r.value),
+            rows.map((r) => r.minTs),
+          ],
         );
       },
       updateDevices: async (rows) => {

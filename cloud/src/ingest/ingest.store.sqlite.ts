@@ -37,7 +37,7 @@ export class SqliteIngestStore implements IngestStore {
     private readonly db: Db,
     private readonly sqlite: BetterSqlite3.Database,
   ) {
-    const deviceSql = `SELECT d.id, d.account_id, d.site_id, d.local_id, d.model, s.vertical, d.token_hash
+    const deviceSql = `SELECT d.id, d.account_id, d.site_id, d.local_id, d.model, s.vertical, d.token_hash, d.online
       FROM devices d JOIN sites s ON s.id = d.site_id WHERE d.deleted_at IS NULL AND `;
     const byHash = sqlite.prepare<[string], IngestDevice>(`${deviceSql} d.token_hash = ?`);
     const byId = sqlite.prepare<[string], IngestDevice>(`${deviceSql} d.id = ?`);
@@ -82,10 +82,16 @@ export class SqliteIngestStore implements IngestStore {
       }
       return statement;
     };
+    // Every channel written is marked for the rule engine (eval_from, eval_gen) in this transaction;
+    // the last value moves only forward.
     const updateSensors = sqlite.prepare<[string]>(
-      `UPDATE sensors SET last_value = u.value ->> 2, last_ts = u.value ->> 1
+      `UPDATE sensors SET
+         last_value = CASE WHEN last_ts IS NULL OR last_ts <= u.value ->> 1 THEN u.value ->> 2 ELSE last_value END,
+         last_ts = CASE WHEN last_ts IS NULL OR last_ts <= u.value ->> 1 THEN u.value ->> 1 ELSE last_ts END,
+         eval_from = MIN(COALESCE(eval_from, u.value ->> 3), u.value ->> 3),
+         eval_gen = eval_gen + 1
        FROM json_each(?) AS u
-       WHERE sensors.seq = u.value ->> 0 AND (sensors.last_ts IS NULL OR sensors.last_ts <= u.value ->> 1)`,
+       WHERE sensors.seq = u.value ->> 0`,
     );
     const updateDevice = sqlite.prepare<[number, number, string]>(
       `UPDATE devices SET last_seen_at = MAX(COALESCE(last_seen_at, 0), ?), online = ? WHERE id = ?`,
@@ -130,7 +136,7 @@ export class SqliteIngestStore implements IngestStore {
         }
       },
       updateSensorLast: (rows) => {
-        updateSensors.run(JSON.stringify(rows.map((r) => [r.sensorSeq, r.ts, r.value])));
+        updateSensors.run(JSON.stringify(rows.map((r) => [r.sensorSeq, r.ts, r.value, r.minTs])));
       },
       updateDevices: (rows) => {
         for (const r of rows) updateDevice.run(r.lastSeenAt, r.online, r.id);

@@ -76,6 +76,19 @@ export interface IngestDevice {
   model: string;
   vertical: string;
   token_hash: string | null;
+  /** 0/1 before this group: the group tells `onDeviceState` listeners when it flips. */
+  online: number;
+}
+
+/** A device that went online or offline (an accepted uplink, or a last-will `lwt`). */
+export interface DeviceStateChange {
+  accountId: string;
+  deviceId: string;
+  siteId: string;
+  localId: string;
+  online: boolean;
+  /** Server time of the request that flipped it, microseconds. */
+  at: number;
 }
 
 export interface SensorRef {
@@ -123,7 +136,11 @@ export interface IngestTx {
    */
   upsertRollups(deltas: RollupDelta[]): Promise<void> | void;
   /** Moves each sensor's last value forward (never backward: late data keeps the newest). */
-  updateSensorLast(rows: MeasurementRow[]): Promise<void> | void;
+  /**
+   * Moves each sensor's last value forward (never back), and marks the channel for the rule engine
+   * from `minTs`, the oldest time written to it in this group (`sensors.eval_from`, `eval_gen`).
+   */
+  updateSensorLast(rows: (MeasurementRow & { minTs: number })[]): Promise<void> | void;
   updateDevices(rows: { id: string; lastSeenAt: number; online: number }[]): Promise<void> | void;
 }
 

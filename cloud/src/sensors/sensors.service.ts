@@ -16,7 +16,16 @@ export interface RulePatch {
   no_data_min?: number | undefined;
 }
 
-type RuleFields = Pick<SensorRow, 'ok_min' | 'ok_max' | 'grace_min' | 'rule_enabled' | 'no_data_min'>;
+export type RuleFields = Pick<SensorRow, 'ok_min' | 'ok_max' | 'grace_min' | 'rule_enabled' | 'no_data_min'>;
+
+/**
+ * Told of every rule change (the rule engine): inside the change's transaction, so the rule history
+ * exists exactly when the change does, and after commit, to re-evaluate the channel.
+ */
+export interface RuleChangeListener {
+  ruleChanged(db: Db, sensor: SensorRow, before: RuleFields, after: RuleFields, at: number): Promise<void>;
+  ruleCommitted(): void;
+}
 
 function ruleOf(s: SensorRow): RuleFields {
   return {
@@ -35,7 +44,13 @@ export function ruleView(r: RuleFields): Record<string, unknown> {
 /** A sensor's simple rule: one operating range, a grace period, a no-data window. */
 export class SensorsService {
   constructor(
-    private readonly deps: { db: Db; clock: Clock; sensors: SensorsRepository; audit: AuditRepository },
+    private readonly deps: {
+      db: Db;
+      clock: Clock;
+      sensors: SensorsRepository;
+      audit: AuditRepository;
+      ruleChanges?: RuleChangeListener;
+    },
   ) {}
 
   async get(accountId: string, id: string): Promise<SensorRow> {
@@ -47,7 +62,7 @@ export class SensorsService {
   /** Changes the rule; the previous rule is kept in the audit trail (`threshold.changed`). */
   async updateRule(by: UserPrincipal, id: string, patch: RulePatch): Promise<SensorRow> {
     const { db, clock, sensors, audit } = this.deps;
-    return db.transaction().execute(async (trx) => {
+    const updated = await db.transaction().execute(async (trx) => {
       const sensor = await sensors.find(trx, by.accountId, id);
       if (!sensor) throw notFound('sensor');
       const before = ruleOf(sensor);
@@ -79,7 +94,10 @@ export class SensorsService {
         details: { channel_id: sensor.channel_id, before: ruleView(before), after: ruleView(after) },
         ts: clock.nowMicros(),
       });
+      await this.deps.ruleChanges?.ruleChanged(trx, sensor, before, after, clock.nowMicros());
       return { ...sensor, ...after };
     });
+    this.deps.ruleChanges?.ruleCommitted();
+    return updated;
   }
 }

@@ -161,3 +161,39 @@ export function isConnectionError(err: unknown): boolean {
     '08003',
   ].includes(code);
 }
+
+/**
+ * A transaction that holds the write lock from its first statement, so work that reads and then
+ * writes never fails halfway with SQLITE_BUSY when another process shares the file (BEGIN IMMEDIATE),
+ * and, on PostgreSQL, that also holds the transaction-scoped advisory locks `(namespace, key)` for
+ * `keys` (taken in ascending order), so replicas serialise work on the same keys (the rule engine
+ * locks the channels it evaluates).
+ */
+export async function lockedTransaction<T>(
+  database: Database,
+  lock: { namespace: number; keys: readonly number[] },
+  work: (db: Db) => Promise<T>,
+): Promise<T> {
+  const { db, dialect } = database;
+  if (dialect === 'postgres') {
+    return db.transaction().execute(async (trx) => {
+      const keys = [...new Set(lock.keys)].sort((a, b) => a - b);
+      if (keys.length > 0) {
+        await sql`SELECT count(pg_advisory_xact_lock(${sql.lit(lock.namespace)}, s.k::int))
+          FROM (SELECT k FROM unnest(${keys}::bigint[]) AS k ORDER BY k) AS s`.execute(trx);
+      }
+      return work(trx);
+    });
+  }
+  return db.connection().execute(async (conn) => {
+    await sql.raw('BEGIN IMMEDIATE').execute(conn);
+    try {
+      const result = await work(conn);
+      await sql.raw('COMMIT').execute(conn);
+      return result;
+    } catch (err) {
+      await sql.raw('ROLLBACK').execute(conn);
+      throw err;
+    }
+  });
+}

@@ -83,6 +83,13 @@ export interface Tables {
     last_ts: number | null;
     state: 'ok' | 'grace' | 'alarm' | 'silent' | 'no_data';
     created_at: number;
+    /**
+     * Migration 0002 (rule engine): the oldest measurement time ingest wrote since the engine last
+     * evaluated the channel, and a counter ingest bumps with it. Optional here because only ingest's
+     * own SQL and the engine set them; rows are created without them.
+     */
+    eval_from?: number | null;
+    eval_gen?: number;
   };
   /** `grp` is `sensor_seq >> MEASUREMENT_GROUP_SHIFT` (storage/layout.ts). */
   measurements: { grp: number; sensor_seq: number; ts: number; value: number };
@@ -156,5 +163,101 @@ export interface Tables {
     failed_at: number | null;
     last_error: string | null;
     created_at: number;
+  };
+  /** Every rule a sensor had, from `valid_from` on (migration 0002); none until the first change. */
+  rule_versions: {
+    sensor_seq: number;
+    valid_from: number;
+    ok_min: number;
+    ok_max: number;
+    grace_min: number;
+    rule_enabled: number;
+    no_data_min: number;
+  };
+  /** The rule engine's state of a channel at its newest evaluated measurement (rules/tracker). */
+  channel_trackers: {
+    sensor_seq: number;
+    last_ts: number | null;
+    run_kind: 'threshold_high' | 'threshold_low' | null;
+    run_start: number | null;
+    run_peak: number | null;
+    has_open: number;
+    due_at: number | null;
+    updated_at: number;
+  };
+  alarm_events: {
+    id: string;
+    account_id: string;
+    site_id: string;
+    device_id: string;
+    sensor_id: string;
+    channel_id: string;
+    sensor_seq: number;
+    kind: 'threshold_high' | 'threshold_low' | 'no_data';
+    started_at: number;
+    alarm_at: number;
+    ended_at: number | null;
+    ok_min: number;
+    ok_max: number;
+    peak_value: number | null;
+    silenced: number;
+    acknowledged_at: number | null;
+    acknowledged_by: string | null;
+    ack_note: string | null;
+    withdrawn_at: number | null;
+    notified_open_at: number | null;
+    notified_resolved_at: number | null;
+    created_at: number;
+    updated_at: number;
+  };
+  silences: {
+    id: string;
+    account_id: string;
+    sensor_id: string;
+    sensor_seq: number;
+    from_ts: number;
+    to_ts: number;
+    reason: string;
+    created_by: string;
+    created_at: number;
+    ended_at: number | null;
+    ended_by: string | null;
+  };
+  webhooks: {
+    id: string;
+    account_id: string;
+    url: string;
+    /** JSON array of event types */
+    events: string;
+    /** `whsec_…`, kept in plaintext: it is the HMAC key of every delivery. */
+    secret: string;
+    created_by: string;
+    created_at: number;
+    deleted_at: number | null;
+  };
+  webhook_deliveries: {
+    id: string;
+    account_id: string;
+    webhook_id: string;
+    type: string;
+    /** The exact body that is signed and sent on every attempt. */
+    body: string;
+    state: 'pending' | 'delivered' | 'failed' | 'cancelled';
+    attempts: number;
+    created_at: number;
+    last_attempt_at: number | null;
+    next_attempt_at: number | null;
+    delivered_at: number | null;
+    last_status: number | null;
+    last_error: string | null;
+  };
+  webhook_attempts: {
+    id: Generated<number>;
+    delivery_id: string;
+    attempt: number;
+    at: number;
+    status: number | null;
+    error: string | null;
+    duration_ms: number;
   };
 }

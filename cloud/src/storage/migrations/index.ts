@@ -1,5 +1,6 @@
 import type { Dialect } from '../database.ts';
 import { initial } from './0001_initial.ts';
+import { rules } from './0002_rules.ts';
 import { reads } from './0003_reads.ts';
 import { bridges } from './0004_bridges.ts';
 
@@ -19,4 +20,4 @@ export interface Migration {
   statements: (d: DialectSql) => string[];
 }
 
-export const MIGRATIONS: readonly Migration[] = [initial, reads, bridges];
+export const MIGRATIONS: readonly Migration[] = [initial, rules, reads, bridges];

@@ -1,0 +1,91 @@
+import type { AuditRepository } from '../audit/audit.repository.ts';
+import type { Clock } from '../clock.ts';
+import { Conflict, notFound } from '../errors.ts';
+import type { UserPrincipal } from '../http/context.ts';
+import type { PageRequest } from '../http/pagination.ts';
+import type { SitesRepository } from '../sites/sites.repository.ts';
+import type { Db } from '../storage/database.ts';
+import type { WebhooksService } from '../webhooks/webhooks.service.ts';
+import type { EventFilter, EventsRepository } from './events.repository.ts';
+import { eventView, type AlarmEventRow } from './events.view.ts';
+
+/** Alarm events as people read and acknowledge them (decisions, "Sensors, rules and states"). */
+export class EventsService {
+  constructor(
+    private readonly deps: {
+      db: Db;
+      clock: Clock;
+      events: EventsRepository;
+      sites: SitesRepository;
+      audit: AuditRepository;
+      webhooks: WebhooksService;
+    },
+  ) {}
+
+  async get(accountId: string, id: string): Promise<AlarmEventRow> {
+    const event = await this.deps.events.find(this.deps.db, accountId, id);
+    if (!event) throw notFound('event');
+    return event;
+  }
+
+  /** A filter naming a site or channel of another account (or none) is 404, like the id itself. */
+  async list(filter: EventFilter, page: PageRequest): Promise<AlarmEventRow[]> {
+    const { db, sites, events } = this.deps;
+    if (filter.siteId !== undefined && !(await sites.find(db, filter.accountId, filter.siteId)))
+      throw notFound('site');
+    if (filter.channelId !== undefined) {
+      const channel = await db
+        .selectFrom('sensors')
+        .select('id')
+        .where('channel_id', '=', filter.channelId)
+        .where('account_id', '=', filter.accountId)
+        .executeTakeFirst();
+      if (!channel) throw notFound('channel');
+    }
+    if (filter.sensorId !== undefined) {
+      const sensor = await db
+        .selectFrom('sensors')
+        .select('id')
+        .where('id', '=', filter.sensorId)
+        .where('account_id', '=', filter.accountId)
+        .executeTakeFirst();
+      if (!sensor) throw notFound('sensor');
+    }
+    return events.list(db, filter, page);
+  }
+
+  /**
+   * Records who reacted, once: a second acknowledgement is 409 `already_acknowledged` (the first
+   * note stays). Audit-logged; webhooks subscribed to `alarm.acknowledged` are told.
+   */
+  async acknowledge(by: UserPrincipal, id: string, note: string): Promise<AlarmEventRow> {
+    const { db, clock, events, audit, webhooks } = this.deps;
+    const now = clock.nowMicros();
+    const event = await db.transaction().execute(async (trx) => {
+      const found = await events.find(trx, by.accountId, id);
+      if (!found) throw notFound('event');
+      if (!(await events.acknowledge(trx, id, by.userId, note, now))) {
+        throw new Conflict('already_acknowledged', `event ${id} was already acknowledged`);
+      }
+      const acknowledged: AlarmEventRow = {
+        ...found,
+        acknowledged_at: now,
+        acknowledged_by: by.userId,
+        ack_note: note,
+        updated_at: now,
+      };
+      await audit.record(trx, {
+        accountId: by.accountId,
+        kind: 'event.acknowledged',
+        by: by.userId,
+        target: id,
+        details: { sensor_id: found.sensor_id, channel_id: found.channel_id, kind: found.kind, note },
+        ts: now,
+      });
+      await webhooks.publish(trx, by.accountId, 'alarm.acknowledged', eventView(acknowledged), now);
+      return acknowledged;
+    });
+    webhooks.kick();
+    return event;
+  }
+}
