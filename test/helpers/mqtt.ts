@@ -95,3 +95,57 @@ export function nextMessage(
 export async function closeClient(client: MqttClient | undefined): Promise<void> {
   if (client && !client.disconnected) await client.endAsync(true);
 }
+
+/**
+ * Connects and says how it ended: `connected`, or refused with the CONNACK reason code, a TLS error,
+ * or a closed socket. Some refusals only close the socket (TLS 1.3 reports a bad client certificate
+ * after the client thinks the handshake is over), which `connectAsync` never reports.
+ */
+export function tryConnect(
+  t: TestCloud,
+  bundle: Pick<BridgeBundle, 'cert_pem' | 'key_pem' | 'ca_pem'> | null,
+  options: IClientOptions = {},
+): Promise<{ outcome: 'connected' | 'refused' | 'error' | 'closed'; code?: number; message?: string }> {
+  const client = mqtt.connect(mqttUrl(t), {
+    protocolVersion: 5,
+    reconnectPeriod: 0,
+    connectTimeout: 10_000,
+    ...(bundle ? { cert: bundle.cert_pem, key: bundle.key_pem, ca: bundle.ca_pem } : {}),
+    ...options,
+  });
+  return new Promise((resolve) => {
+    const done = (result: {
+      outcome: 'connected' | 'refused' | 'error' | 'closed';
+      code?: number;
+      message?: string;
+    }) => {
+      client.removeAllListeners();
+      client.on('error', () => undefined);
+      client.end(true);
+      resolve(result);
+    };
+    client.once('connect', () => done({ outcome: 'connected' }));
+    client.once('error', (err) => {
+      const code = (err as { code?: unknown }).code;
+      done(
+        typeof code === 'number'
+          ? { outcome: 'refused', code, message: err.message }
+          : { outcome: 'error', message: err.message },
+      );
+    });
+    client.once('close', () => done({ outcome: 'closed' }));
+  });
+}
+
+/** Subscribes and answers the SUBACK's per-filter reason codes (mqtt.js only reports the first failure). */
+export function subscribeCodes(client: MqttClient, filters: string[]): Promise<number[]> {
+  return new Promise((resolve) => {
+    const onPacket = (packet: mqtt.Packet) => {
+      if (packet.cmd !== 'suback') return;
+      client.off('packetreceive', onPacket);
+      resolve(packet.granted.map((g) => (typeof g === 'number' ? g : g.qos)));
+    };
+    client.on('packetreceive', onPacket);
+    client.subscribe(Object.fromEntries(filters.map((f) => [f, { qos: 1 as const }])), () => undefined);
+  });
+}

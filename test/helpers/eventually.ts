@@ -1,0 +1,17 @@
+/**
+ * Waits for a condition that becomes true through another process or connection (a broker noticing
+ * a closed socket, a bridge connecting), checking again after each short pause; fails after `ms`.
+ */
+export async function eventually<T>(
+  check: () => Promise<T | null | undefined | false> | T | null | undefined | false,
+  what: string,
+  ms = 10_000,
+): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value !== null && value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
