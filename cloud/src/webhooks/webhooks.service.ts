@@ -152,7 +152,20 @@ export class WebhooksService {
    * `device.online` / `device.offline` for devices the ingest core flipped (an uplink after silence,
    * a Shelly `lwt`, an MQTT last-will). Called after ingest committed (`IngestCore.onDeviceState`).
    */
-  async publishDeviceStates(changes: DeviceStateChange[]): Promise<void> {
+  publishDeviceStates(changes: DeviceStateChange[]): Promise<void> {
+    const work = this.queueDeviceStates(changes).finally(() => this.inFlight.delete(work));
+    this.inFlight.add(work);
+    return work;
+  }
+
+  /** Resolves once every device-state publication started so far has committed (tests wait on it). */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.inFlight]);
+  }
+
+  private readonly inFlight = new Set<Promise<void>>();
+
+  private async queueDeviceStates(changes: DeviceStateChange[]): Promise<void> {
     const { db, clock } = this.deps;
     const now = clock.nowMicros();
     let queued = 0;
