@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { RouteDef } from '../../../cloud/src/http/route-table.ts';
+import type { SensorRow } from '../../../cloud/src/sensors/sensors.repository.ts';
+import { newId } from '../../../shared/ids.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { createDevice, createSite, insertSensor } from '../../helpers/fixtures.ts';
@@ -8,7 +10,17 @@ import type { Answer, CallOptions } from '../../helpers/http.ts';
 /** Account A with one of everything, and account B, an admin of another account. */
 interface World {
   t: TestCloud;
-  a: SignedIn & { siteId: string; deviceId: string; deviceToken: string; sensorId: string; tokenId: string };
+  a: SignedIn & {
+    siteId: string;
+    deviceId: string;
+    deviceToken: string;
+    sensorId: string;
+    tokenId: string;
+    /** A's alarm event, silence window and outbound webhook (rule engine routes). */
+    eventId: string;
+    silenceId: string;
+    webhookId: string;
+  };
   b: SignedIn;
 }
 
@@ -125,7 +137,104 @@ const PROBES: Record<string, RouteProbe> = {
     call: ({ t, a }, auth) => t.http.patch(`/v1/sensors/${a.sensorId}`, { ok_max: 99 }, auth),
     asOutsider: notFound('sensor_not_found'),
   },
+  'POST /v1/sensors/:sensor_id/silence': {
+    call: ({ t, a }, auth) =>
+      t.http.post(
+        `/v1/sensors/${a.sensorId}/silence`,
+        { from: '2026-01-05T10:00:00Z', to: '2026-01-05T11:00:00Z', reason: 'taken over' },
+        auth,
+      ),
+    asOutsider: notFound('sensor_not_found'),
+  },
+  'GET /v1/sensors/:sensor_id/silences': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/sensors/${a.sensorId}/silences`, auth),
+    asOutsider: notFound('sensor_not_found'),
+  },
+  'DELETE /v1/silences/:silence_id': {
+    call: ({ t, a }, auth) => t.http.delete(`/v1/silences/${a.silenceId}`, auth),
+    asOutsider: notFound('silence_not_found'),
+  },
+  'POST /v1/sensors/:sensor_id/recompute': {
+    call: ({ t, a }, auth) => t.http.post(`/v1/sensors/${a.sensorId}/recompute`, undefined, auth),
+    asOutsider: notFound('sensor_not_found'),
+  },
+  'GET /v1/events': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/events?sensor_id=${a.sensorId}`, auth),
+    asOutsider: async (answer, { t, b }) => {
+      notFound('sensor_not_found')(answer);
+      expect((await t.http.get('/v1/events', { token: b.token })).json.data).toEqual([]);
+    },
+  },
+  'GET /v1/events/:event_id': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/events/${a.eventId}`, auth),
+    asOutsider: notFound('event_not_found'),
+  },
+  'POST /v1/events/:event_id/ack': {
+    call: ({ t, a }, auth) => t.http.post(`/v1/events/${a.eventId}/ack`, { note: 'not mine' }, auth),
+    asOutsider: notFound('event_not_found'),
+  },
+  'POST /v1/webhooks': {
+    // B registers its own (refused: this test's cloud may not reach the host), never A's
+    call: ({ t }, auth) => t.http.post('/v1/webhooks', { url: 'http://10.0.0.1/b', events: ['alarm.opened'] }, auth),
+    asOutsider: ownOnly(422),
+  },
+  'GET /v1/webhooks': { call: ({ t }, auth) => t.http.get('/v1/webhooks', auth), asOutsider: ownOnly(200) },
+  'DELETE /v1/webhooks/:webhook_id': {
+    call: ({ t, a }, auth) => t.http.delete(`/v1/webhooks/${a.webhookId}`, auth),
+    asOutsider: notFound('webhook_not_found'),
+  },
+  'GET /v1/webhooks/:webhook_id/deliveries': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/webhooks/${a.webhookId}/deliveries`, auth),
+    asOutsider: notFound('webhook_not_found'),
+  },
 };
+
+/** An alarm event and a webhook of A, written as the engine and registration would (no network needed). */
+async function alarmAndWebhookOf(t: TestCloud, accountId: string, userId: string, sensor: SensorRow) {
+  const { db, webhooksRepository } = t.cloud.services;
+  const now = Date.UTC(2026, 0, 5, 10, 0, 0) * 1000;
+  const eventId = newId('evt');
+  await db
+    .insertInto('alarm_events')
+    .values({
+      id: eventId,
+      account_id: accountId,
+      site_id: 'site_of_a',
+      device_id: sensor.device_id,
+      sensor_id: sensor.id,
+      channel_id: sensor.channel_id,
+      sensor_seq: sensor.seq,
+      kind: 'threshold_high',
+      started_at: now,
+      alarm_at: now,
+      ended_at: null,
+      ok_min: 0,
+      ok_max: 5,
+      peak_value: 9,
+      silenced: 0,
+      acknowledged_at: null,
+      acknowledged_by: null,
+      ack_note: null,
+      withdrawn_at: null,
+      notified_open_at: now,
+      notified_resolved_at: null,
+      created_at: now,
+      updated_at: now,
+    })
+    .execute();
+  const webhookId = newId('wh');
+  await webhooksRepository.insert(db, {
+    id: webhookId,
+    account_id: accountId,
+    url: 'https://hooks.example.com/a',
+    events: JSON.stringify(['alarm.opened']),
+    secret: 'whsec_a',
+    created_by: userId,
+    created_at: now,
+    deleted_at: null,
+  });
+  return { eventId, webhookId };
+}
 
 const routeKey = (route: RouteDef) => `${route.method.toUpperCase()} ${route.path}`;
 const isUserRoute = (route: RouteDef) => route.auth === 'user' || route.auth === 'user-or-session';
@@ -156,6 +265,12 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
     const device = await createDevice(t, a.token, siteId);
     const sensor = await insertSensor(t, { accountId: a.accountId, deviceId: device.id });
     const token = await t.http.post('/v1/tokens', { label: 'a read', scope: 'read' }, { token: a.token });
+    const silence = await t.http.post(
+      `/v1/sensors/${sensor.id}/silence`,
+      { from: '2026-01-05T10:00:00Z', to: '2026-01-05T11:00:00Z', reason: 'defrost' },
+      { token: a.token },
+    );
+    const { eventId, webhookId } = await alarmAndWebhookOf(t, a.accountId, a.userId, sensor);
     w = {
       t,
       a: {
@@ -165,6 +280,9 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
         deviceToken: device.ingest_token,
         sensorId: sensor.id,
         tokenId: token.json.id,
+        eventId,
+        silenceId: silence.json.id,
+        webhookId,
       },
       b: await signUp(t, 'b@example.com'),
     };
