@@ -175,7 +175,8 @@ const PROBES: Record<string, RouteProbe> = {
   },
   'POST /v1/webhooks': {
     // B registers its own (refused: this test's cloud may not reach the host), never A's
-    call: ({ t }, auth) => t.http.post('/v1/webhooks', { url: 'http://10.0.0.1/b', events: ['alarm.opened'] }, auth),
+    call: ({ t }, auth) =>
+      t.http.post('/v1/webhooks', { url: 'http://10.0.0.1/b', events: ['alarm.opened'] }, auth),
     asOutsider: ownOnly(422),
   },
   'GET /v1/webhooks': { call: ({ t }, auth) => t.http.get('/v1/webhooks', auth), asOutsider: ownOnly(200) },
