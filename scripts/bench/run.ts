@@ -1,5 +1,6 @@
 import { benchIngest, ingestTable } from './ingest.ts';
 import { printTable, writeResults } from './lib.ts';
+import { benchReads, exportTable, readsTable } from './reads.ts';
 
 /**
  * `npm run bench`: every benchmark, each against its baseline measured in the same run.
@@ -21,6 +22,19 @@ async function main(): Promise<void> {
     const rows = await benchIngest(postgres === 'none' ? null : postgres);
     results.ingest = rows;
     printTable('Ingest (POST /v1/ingest, keep-alive)', ...ingestTable(rows));
+  }
+  if (!only || only === 'reads') {
+    const { reads, exports } = await benchReads(postgres === 'none' ? null : postgres);
+    results.reads = reads;
+    results.export = exports;
+    printTable(
+      'Reads (GET /v1/channels/{id}/measurements vs a plain GROUP BY, same database)',
+      ...readsTable(reads),
+    );
+    printTable(
+      'Account export (POST /v1/accounts/me/export, server RSS while streaming)',
+      ...exportTable(exports),
+    );
   }
   const file = writeResults('bench', results);
   console.log(`\nresults written to ${file}`);

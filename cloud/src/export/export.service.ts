@@ -1,7 +1,7 @@
 import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ZipArchive } from 'archiver';
-import { stringify } from 'csv-stringify';
+import { stringify } from 'csv-stringify/sync';
 import { formatMicros, formatSeconds, formatSecondsOrNull } from '../../../shared/time.ts';
 import type { Clock } from '../clock.ts';
 import type { DeviceMoves } from '../devices/moves.ts';
@@ -71,22 +71,28 @@ export const EXPORT_COLUMNS: Record<'measurements.csv' | 'events.csv' | 'audit.c
   ],
 };
 
-/** A CSV entry read lazily: each page is fetched only when the archive wants more bytes. */
-function csvEntry(name: keyof typeof EXPORT_COLUMNS, rows: AsyncIterable<unknown[]>): Readable {
-  const source = Readable.from(rows);
-  const csv = stringify({ header: true, columns: EXPORT_COLUMNS[name].map((c) => c.name) });
-  source.on('error', (err) => csv.destroy(err));
-  return source.pipe(csv);
+/**
+ * A CSV entry read lazily: each page of rows is fetched only when the archive wants more bytes, and
+ * turned into CSV text by csv-stringify a page at a time.
+ */
+function csvEntry(name: keyof typeof EXPORT_COLUMNS, pages: AsyncIterable<unknown[][]>): Readable {
+  return Readable.from(
+    (async function* () {
+      yield stringify([], { header: true, columns: EXPORT_COLUMNS[name].map((c) => c.name) });
+      for await (const rows of pages) yield stringify(rows);
+    })(),
+    { objectMode: false },
+  );
 }
 
 async function* keyset<R>(
   page: (after: readonly [number, string] | null) => Promise<R[]>,
   keyOf: (row: R) => readonly [number, string],
-): AsyncGenerator<R> {
+): AsyncGenerator<R[]> {
   let after: readonly [number, string] | null = null;
   for (;;) {
     const rows = await page(after);
-    yield* rows;
+    if (rows.length > 0) yield rows;
     if (rows.length < PAGE) return;
     after = keyOf(rows[rows.length - 1]!);
   }
@@ -132,7 +138,7 @@ export class AccountExport {
     };
   }
 
-  private async *measurementRows(accountId: string): AsyncGenerator<unknown[]> {
+  private async *measurementRows(accountId: string): AsyncGenerator<unknown[][]> {
     const { db, clock, config, exports, measurementsRepository, measurements, deviceMoves } = this.deps;
     const channels = await measurementsRepository.listChannels(
       db,
@@ -148,8 +154,8 @@ export class AccountExport {
         width: null,
         fn: 'mean' as const,
       };
-      for await (const p of measurements.stream(c.seq, all)) {
-        yield [
+      for await (const chunk of measurements.stream(c.seq, all)) {
+        yield chunk.map((p) => [
           formatMicros(p.ts),
           c.channel_id,
           c.id,
@@ -159,19 +165,19 @@ export class AccountExport {
           c.label ?? '',
           c.unit,
           p.value,
-        ];
+        ]);
       }
     }
   }
 
-  private async *eventRows(accountId: string): AsyncGenerator<unknown[]> {
+  private async *eventRows(accountId: string): AsyncGenerator<unknown[][]> {
     const { db, exports } = this.deps;
     const rows = keyset(
       (after) => exports.eventsPage(db, accountId, after, PAGE),
       (e) => [e.started_at, e.id],
     );
-    for await (const e of rows) {
-      yield [
+    for await (const page of rows) {
+      yield page.map((e) => [
         e.id,
         e.kind,
         e.ended_at === null ? 'open' : 'resolved',
@@ -189,16 +195,17 @@ export class AccountExport {
         formatSecondsOrNull(e.acknowledged_at) ?? '',
         e.acknowledged_by ?? '',
         e.ack_note ?? '',
-      ];
+      ]);
     }
   }
 
-  private async *auditRows(accountId: string): AsyncGenerator<unknown[]> {
+  private async *auditRows(accountId: string): AsyncGenerator<unknown[][]> {
     const { db, exports } = this.deps;
     const rows = keyset(
       (after) => exports.auditPage(db, accountId, after, PAGE),
       (a) => [a.ts, a.id],
     );
-    for await (const a of rows) yield [a.id, formatSeconds(a.ts), a.kind, a.actor, a.target, a.details];
+    for await (const page of rows)
+      yield page.map((a) => [a.id, formatSeconds(a.ts), a.kind, a.actor, a.target, a.details]);
   }
 }

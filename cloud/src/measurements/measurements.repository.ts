@@ -1,7 +1,27 @@
 import { sql } from 'kysely';
 import type { Db } from '../storage/database.ts';
 import { MEASUREMENT_GROUP_SHIFT, measurementGroup } from '../storage/layout.ts';
-import { ROLLUP_LEVELS, resMicros, type Aggregate, type RollupRes } from './rollups.ts';
+import type { Tables } from '../storage/schema.ts';
+import {
+  emptyAggregate,
+  FN_COLUMNS,
+  ROLLUP_LEVELS,
+  resMicros,
+  type Aggregate,
+  type AggFn,
+  type RollupRes,
+} from './rollups.ts';
+
+/** Each fn as an expression over one rollup row (mean: REAL / INTEGER is REAL on both databases). */
+const FN_VALUE: Record<AggFn, string> = {
+  mean: 'total / n',
+  sum: 'total',
+  count: 'n',
+  min: 'lo',
+  max: 'hi',
+  first: 'first_value',
+  last: 'last_value',
+};
 
 /** A channel as reads see it: its integer key and what the export and views need. */
 export interface ChannelRow {
@@ -94,21 +114,57 @@ export class MeasurementsRepository {
       .execute();
   }
 
-  /** Rollup rows of one level whose bucket starts in `[from, to)`, oldest first. */
-  async rollups(db: Db, seq: number, res: RollupRes, from: number, to: number): Promise<RollupRow[]> {
+  /**
+   * Rollup rows of one level whose bucket starts in `[from, to)`, oldest first, with only the columns
+   * `fn` needs (the others keep their neutral value).
+   */
+  async rollups(
+    db: Db,
+    seq: number,
+    res: RollupRes,
+    from: number,
+    to: number,
+    fn: AggFn,
+  ): Promise<RollupRow[]> {
+    const rows = await db
+      .selectFrom('measurement_rollups')
+      .select(['bucket', ...FN_COLUMNS[fn]])
+      .where('grp', '=', measurementGroup(seq))
+      .where('res', '=', res)
+      .where('sensor_seq', '=', seq)
+      .where('bucket', '>=', from)
+      .where('bucket', '<', to)
+      .orderBy('bucket')
+      .execute();
+    return rows.map((r: Partial<Tables['measurement_rollups']>) => {
+      const a: RollupRow = { bucket: r.bucket!, ...emptyAggregate() };
+      if (r.n !== undefined) a.n = r.n;
+      if (r.total !== undefined) a.total = r.total;
+      if (r.lo !== undefined) a.lo = r.lo;
+      if (r.hi !== undefined) a.hi = r.hi;
+      if (r.first_ts !== undefined) a.firstTs = r.first_ts;
+      if (r.first_value !== undefined) a.firstValue = r.first_value;
+      if (r.last_ts !== undefined) a.lastTs = r.last_ts;
+      if (r.last_value !== undefined) a.lastValue = r.last_value;
+      return a;
+    });
+  }
+
+  /**
+   * Rollup rows of one level that are whole answer buckets (the level's width is the agg width):
+   * the answer is computed in the query, two columns per row, no merging.
+   */
+  async bucketValues(
+    db: Db,
+    seq: number,
+    res: RollupRes,
+    from: number,
+    to: number,
+    fn: AggFn,
+  ): Promise<RawPoint[]> {
     return db
       .selectFrom('measurement_rollups')
-      .select([
-        'bucket',
-        'n',
-        'total',
-        'lo',
-        'hi',
-        'first_ts as firstTs',
-        'first_value as firstValue',
-        'last_ts as lastTs',
-        'last_value as lastValue',
-      ])
+      .select(['bucket as ts', sql<number>`${sql.raw(FN_VALUE[fn])}`.as('value')])
       .where('grp', '=', measurementGroup(seq))
       .where('res', '=', res)
       .where('sensor_seq', '=', seq)

@@ -36,7 +36,7 @@ export interface SeriesPage {
 /** Raw rows per query when streaming (CSV, export): bounded memory however long the range. */
 const RAW_CHUNK = 10_000;
 /** Buckets per window when streaming aggregates. */
-const BUCKET_CHUNK = 2_000;
+const BUCKET_CHUNK = 10_000;
 
 /**
  * Measurement reads (decisions, "Measurements (read)"): raw points, or buckets aligned to UTC epoch
@@ -82,8 +82,8 @@ export class MeasurementsService {
     if (q.width === null) {
       points.push(...(await this.deps.measurements.raw(this.deps.db, seq, start, q.to, limit + 1)));
     } else {
-      for await (const p of this.aggregated(seq, { ...q, from: start }, limit + 1)) {
-        points.push(p);
+      for await (const chunk of this.aggregated(seq, { ...q, from: start }, limit + 1)) {
+        points.push(...chunk);
         if (points.length > limit) break;
       }
     }
@@ -91,8 +91,8 @@ export class MeasurementsService {
     return { points: hasMore ? points.slice(0, limit) : points, hasMore };
   }
 
-  /** Every point of the range, oldest first, read in bounded chunks (CSV and export). */
-  async *stream(seq: number, q: SeriesQuery): AsyncGenerator<Point> {
+  /** Every point of the range, oldest first, in chunks of bounded size (CSV and export). */
+  async *stream(seq: number, q: SeriesQuery): AsyncGenerator<Point[]> {
     if (q.width !== null) {
       yield* this.aggregated(seq, q, BUCKET_CHUNK);
       return;
@@ -100,7 +100,7 @@ export class MeasurementsService {
     let from = q.from;
     for (;;) {
       const rows = await this.deps.measurements.raw(this.deps.db, seq, from, q.to, RAW_CHUNK);
-      yield* rows;
+      if (rows.length > 0) yield rows;
       if (rows.length < RAW_CHUNK) return;
       from = rows[rows.length - 1]!.ts + 1;
     }
@@ -110,7 +110,7 @@ export class MeasurementsService {
    * Buckets of `q.width` over `[q.from, q.to)`, window by window (`chunk` buckets each). Before each
    * window it seeks the next minute holding data, so long empty stretches cost one query.
    */
-  private async *aggregated(seq: number, q: SeriesQuery, chunk: number): AsyncGenerator<Point> {
+  private async *aggregated(seq: number, q: SeriesQuery, chunk: number): AsyncGenerator<Point[]> {
     const { db, measurements } = this.deps;
     const width = q.width!;
     let pos = q.from;
@@ -119,6 +119,9 @@ export class MeasurementsService {
       if (next === null) return;
       const windowStart = Math.max(pos, bucketStart(next, width));
       const windowEnd = Math.min(q.to, bucketStart(windowStart, width) + chunk * width);
+      // Tiles of the agg's own level are whole answer buckets, answered by the query itself; the
+      // finer tiles at the edges lie in other buckets and are merged here.
+      const whole: Point[] = [];
       const buckets = new Map<number, Aggregate>();
       const add = (bucket: number, a: Aggregate) => {
         const found = buckets.get(bucket);
@@ -129,14 +132,16 @@ export class MeasurementsService {
         if (t.source === 'raw') {
           const rows = await measurements.raw(db, seq, t.from, t.to, Number.MAX_SAFE_INTEGER);
           for (const r of rows) add(bucketStart(r.ts, width), pointAggregate(r.ts, r.value));
+        } else if (t.source * 1_000_000 === width) {
+          whole.push(...(await measurements.bucketValues(db, seq, t.source, t.from, t.to, q.fn)));
         } else {
-          for (const r of await measurements.rollups(db, seq, t.source, t.from, t.to))
+          for (const r of await measurements.rollups(db, seq, t.source, t.from, t.to, q.fn))
             add(bucketStart(r.bucket, width), r);
         }
       }
-      for (const bucket of [...buckets.keys()].sort((a, b) => a - b)) {
-        yield { ts: bucket, value: evaluate(q.fn, buckets.get(bucket)!) };
-      }
+      const edges = [...buckets.entries()].map(([bucket, a]) => ({ ts: bucket, value: evaluate(q.fn, a) }));
+      const points = edges.length === 0 ? whole : [...whole, ...edges].sort((a, b) => a.ts - b.ts);
+      if (points.length > 0) yield points;
       pos = windowEnd;
     }
   }

@@ -86,6 +86,31 @@ export function mergeInto(a: Aggregate, b: Aggregate): void {
   }
 }
 
+/** The rollup columns each fn needs: reads fetch only those (a narrower row is much cheaper to read). */
+export const FN_COLUMNS = {
+  mean: ['n', 'total'],
+  sum: ['n', 'total'],
+  count: ['n'],
+  min: ['lo'],
+  max: ['hi'],
+  first: ['first_ts', 'first_value'],
+  last: ['last_ts', 'last_value'],
+} as const satisfies Record<AggFn, readonly string[]>;
+
+/** The neutral aggregate: merging it changes nothing (fields a read did not fetch keep these). */
+export function emptyAggregate(): Aggregate {
+  return {
+    n: 0,
+    total: 0,
+    lo: Infinity,
+    hi: -Infinity,
+    firstTs: Infinity,
+    firstValue: NaN,
+    lastTs: -Infinity,
+    lastValue: NaN,
+  };
+}
+
 export function evaluate(fn: AggFn, a: Aggregate): number {
   switch (fn) {
     case 'mean':

@@ -103,7 +103,7 @@ describe.each(DATABASES)('POST /v1/accounts/me/export on %s', (db) => {
     expect(Object.keys(audit[0]!)).toEqual(EXPORT_COLUMNS['audit.csv'].map((c) => c.name));
     const created = audit.filter((a) => a.kind === 'device.created');
     expect(created.map((a) => a.target).sort()).toEqual([fridge.id, freezer.id].sort());
-    expect(JSON.parse(created[0]!.details)).toMatchObject({ site_id: site.id });
+    expect(JSON.parse(created[0]!.details!)).toMatchObject({ site_id: site.id });
     expect(audit.every((a) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/.test(a.ts!))).toBe(true);
 
     const eventsHeader = fs.readFileSync(path.join(dir, 'out', 'events.csv'), 'utf8').split('\n')[0];

@@ -1,0 +1,360 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { PostgresIngestStore } from '../../cloud/src/ingest/ingest.store.postgres.ts';
+import { SqliteIngestStore } from '../../cloud/src/ingest/ingest.store.sqlite.ts';
+import type { IngestStore, MeasurementRow } from '../../cloud/src/ingest/ingest.types.ts';
+import { SystemClock } from '../../cloud/src/clock.ts';
+import { loadConfig } from '../../cloud/src/config.ts';
+import { MeasurementsRepository } from '../../cloud/src/measurements/measurements.repository.ts';
+import { MeasurementsService } from '../../cloud/src/measurements/measurements.service.ts';
+import { rollupDeltas } from '../../cloud/src/measurements/rollups.ts';
+import { openDatabase, type Database } from '../../cloud/src/storage/database.ts';
+import { measurementGroup } from '../../cloud/src/storage/layout.ts';
+import { setUpAccount, startServer, tempDir, throwawayPostgres, type ServerProcess } from './lib.ts';
+
+/**
+ * Read benchmark (issue 5): one channel with a year of one-minute data (525,600 points), read over
+ * the whole year at agg=1h and agg=1d through the API, against a plain GROUP BY over the raw rows
+ * run on the same database in the same run. Then the account export of EXPORT_POINTS measurements,
+ * watching the server's resident memory while the ZIP streams.
+ *
+ * Data is written with the ingest store's own statements (raw rows and rollups, as ingest writes
+ * them) rather than through HTTP, which would take minutes for a year of single readings.
+ */
+const YEAR_POINTS = 525_600;
+const MINUTE = 60_000_000;
+const YEAR_START = Date.UTC(2025, 0, 1) * 1000;
+const YEAR_END = YEAR_START + YEAR_POINTS * MINUTE;
+const EXPORT_POINTS = Number(process.env.BENCH_EXPORT_POINTS ?? 5_000_000);
+const EXPORT_CHANNELS = 32;
+
+export interface ReadRow {
+  target: string;
+  read: string;
+  medianMs: number;
+  baselineMs: number | null;
+  speedup: number | null;
+  runs: number;
+}
+
+export interface ExportRow {
+  target: string;
+  measurements: number;
+  zipMiB: number;
+  seconds: number;
+  rssBeforeMiB: number;
+  rssPeakMiB: number;
+  rssGrowthMiB: number;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
+async function timed(runs: number, work: () => Promise<unknown>): Promise<number> {
+  await work(); // warm-up
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const started = performance.now();
+    await work();
+    times.push(performance.now() - started);
+  }
+  return Math.round(median(times) * 100) / 100;
+}
+
+function storeFor(database: Database): IngestStore {
+  if (database.sqlite) return new SqliteIngestStore(database.db, database.sqlite);
+  return new PostgresIngestStore(database.pool!);
+}
+
+/** Writes points as ingest does (raw rows, then rollups of the rows written), in big transactions. */
+async function load(database: Database, points: Iterable<MeasurementRow>, batch = 20_000): Promise<void> {
+  const store = storeFor(database);
+  let rows: MeasurementRow[] = [];
+  const flush = async () => {
+    const chunk = rows;
+    rows = [];
+    await store.transaction(async (tx) => {
+      const written = await tx.insertMeasurements(chunk);
+      await tx.upsertRollups(rollupDeltas(chunk.filter((_r, i) => written[i])));
+    });
+  };
+  for (const p of points) {
+    rows.push(p);
+    if (rows.length >= batch) await flush();
+  }
+  if (rows.length) await flush();
+}
+
+async function ingestOnce(
+  server: ServerProcess,
+  device: { localId: string; token: string },
+  labels: string[],
+) {
+  const response = await fetch(`${server.url}/v1/ingest`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${device.token}` },
+    body: JSON.stringify({
+      device: device.localId,
+      ts: new Date(YEAR_START / 1000 - 60_000).toISOString(),
+      measurements: labels.map((label) => ({ type: 'temperature', value: 4, label })),
+    }),
+  });
+  const body = (await response.json()) as { channels: { channel_id: string }[] };
+  return body.channels.map((c) => c.channel_id);
+}
+
+async function seqOf(database: Database, channelId: string): Promise<number> {
+  const row = await database.db
+    .selectFrom('sensors')
+    .select('seq')
+    .where('channel_id', '=', channelId)
+    .executeTakeFirstOrThrow();
+  return row.seq;
+}
+
+function rssMiB(pid: number): number {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Math.round(Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024);
+}
+
+interface Target {
+  name: string;
+  setUp: (
+    dataDir: string,
+  ) => Promise<{ url: string; env: Record<string, string>; cleanup: () => Promise<void> }>;
+}
+
+export async function benchReads(
+  postgresUrl: string | null,
+): Promise<{ reads: ReadRow[]; exports: ExportRow[] }> {
+  const targets: Target[] = [
+    {
+      name: 'SQLite',
+      setUp: async (dataDir) => ({
+        url: `sqlite:${path.join(dataDir, 'cloud.db')}`,
+        env: {},
+        cleanup: async () => fs.rmSync(dataDir, { recursive: true, force: true }),
+      }),
+    },
+  ];
+  if (postgresUrl) {
+    targets.push({
+      name: 'PostgreSQL',
+      setUp: async () => {
+        const db = await throwawayPostgres(postgresUrl);
+        return { url: db.url, env: { DATABASE_URL: db.url }, cleanup: db.drop };
+      },
+    });
+  }
+  const reads: ReadRow[] = [];
+  const exports: ExportRow[] = [];
+  for (const target of targets) {
+    const dataDir = tempDir('bench-reads-');
+    const { url, env, cleanup } = await target.setUp(dataDir);
+    const serverEnv = {
+      DATA_DIR: dataDir,
+      RATE_LIMIT_READ_PER_MIN: '1000000',
+      RATE_LIMIT_MGMT_PER_MIN: '1000000',
+      RATE_LIMIT_INGEST_PER_MIN: '1000000',
+      ...env,
+    };
+    try {
+      // 1. An account, a device and its channels, made through the API.
+      let server = await startServer('cloud/src/main.ts', serverEnv);
+      const account = await setUpAccount(server.url, dataDir, 2);
+      const [yearChannel] = await ingestOnce(server, account.devices[0]!, ['year']);
+      const exportChannels = await ingestOnce(
+        server,
+        account.devices[1]!,
+        Array.from({ length: EXPORT_CHANNELS }, (_, i) => `x${i}`),
+      );
+      await server.stop();
+
+      // 2. A year of one-minute data on one channel, and the export's data on the others.
+      const database = await openDatabase(url);
+      const seq = await seqOf(database, yearChannel!);
+      const started = performance.now();
+      await load(
+        database,
+        (function* () {
+          for (let i = 0; i < YEAR_POINTS; i++)
+            yield { sensorSeq: seq, ts: YEAR_START + i * MINUTE, value: 4 + 3 * Math.sin(i / 720) };
+        })(),
+      );
+      console.log(
+        `${target.name}: loaded ${YEAR_POINTS} points in ${Math.round(performance.now() - started)} ms`,
+      );
+      const exportSeqs = await Promise.all(exportChannels.map((c) => seqOf(database, c)));
+      const perChannel = Math.ceil(EXPORT_POINTS / EXPORT_CHANNELS);
+      const exportStarted = performance.now();
+      await load(
+        database,
+        (function* () {
+          for (let i = 0; i < perChannel; i++)
+            for (const s of exportSeqs)
+              yield { sensorSeq: s, ts: YEAR_START + i * MINUTE, value: (i % 1000) / 10 };
+        })(),
+      );
+      console.log(
+        `${target.name}: loaded ${perChannel * EXPORT_CHANNELS} export points in ${Math.round(performance.now() - exportStarted)} ms`,
+      );
+
+      // 3. Reads through the API against the plain GROUP BY on the same database.
+      server = await startServer('cloud/src/main.ts', serverEnv);
+      const range = `from=${encodeURIComponent(new Date(YEAR_START / 1000).toISOString())}&to=${encodeURIComponent(new Date(YEAR_END / 1000).toISOString())}`;
+      const get = async (query: string, expectRows: number) => {
+        const response = await fetch(
+          `${server.url}/v1/channels/${yearChannel}/measurements?${query}&${range}`,
+          {
+            headers: { authorization: `Bearer ${account.token}` },
+          },
+        );
+        const text = await response.text();
+        if (response.status !== 200) throw new Error(`read ${query}: ${response.status} ${text}`);
+        const rows = query.includes('format=csv')
+          ? text.trim().split('\n').length - 1
+          : (JSON.parse(text) as { data: unknown[] }).data.length;
+        if (rows !== expectRows) throw new Error(`read ${query}: ${rows} rows, expected ${expectRows}`);
+      };
+      const plain = async (widthMicros: number, expectRows: number) => {
+        const grp = measurementGroup(seq);
+        const text = `SELECT (ts / ${widthMicros}) * ${widthMicros} AS bucket, avg(value) AS value FROM measurements
+          WHERE grp = ${grp} AND sensor_seq = ${seq} AND ts >= ${YEAR_START} AND ts < ${YEAR_END}
+          GROUP BY 1 ORDER BY 1`;
+        const rows = database.sqlite
+          ? database.sqlite.prepare(text).all()
+          : (await database.pool!.query(text)).rows;
+        if (rows.length !== expectRows) throw new Error(`plain: ${rows.length} rows, expected ${expectRows}`);
+      };
+      const days = 365;
+      const hours = days * 24;
+      const plainDay = await timed(5, () => plain(86_400_000_000, days));
+      const plainHour = await timed(5, () => plain(3_600_000_000, hours));
+      const cases: [string, string, number, number | null, number][] = [
+        ['agg=1d fn=mean, JSON (one page)', 'agg=1d&limit=500', days, plainDay, 30],
+        ['agg=1d fn=max, CSV (whole year)', 'agg=1d&fn=max&format=csv', days, plainDay, 30],
+        ['agg=1h fn=mean, CSV (whole year)', 'agg=1h&format=csv', hours, plainHour, 15],
+        ['agg=1h fn=mean, JSON (first page of 500)', 'agg=1h&limit=500', 500, null, 30],
+        ['raw, JSON (first page of 500)', 'limit=500', 500, null, 30],
+      ];
+      for (const [read, query, expectRows, baselineMs, runs] of cases) {
+        const medianMs = await timed(runs, () => get(query, expectRows));
+        reads.push({
+          target: target.name,
+          read,
+          medianMs,
+          baselineMs,
+          speedup: baselineMs === null ? null : Math.round((baselineMs / medianMs) * 10) / 10,
+          runs,
+        });
+      }
+      // The same answers computed in this process by the read service, without HTTP and encoding.
+      const service = new MeasurementsService({
+        db: database.db,
+        clock: new SystemClock(),
+        config: loadConfig({ RETENTION_DAYS: '3650' }),
+        measurements: new MeasurementsRepository(),
+      });
+      const engine = async (width: number, expectRows: number) => {
+        let rows = 0;
+        for await (const chunk of service.stream(seq, { from: YEAR_START, to: YEAR_END, width, fn: 'mean' }))
+          rows += chunk.length;
+        if (rows !== expectRows) throw new Error(`engine: ${rows} rows, expected ${expectRows}`);
+      };
+      for (const [read, width, expectRows, baselineMs] of [
+        ['read service in-process, agg=1d whole year', 86_400_000_000, days, plainDay],
+        ['read service in-process, agg=1h whole year', 3_600_000_000, hours, plainHour],
+      ] as const) {
+        const medianMs = await timed(30, () => engine(width, expectRows));
+        reads.push({
+          target: target.name,
+          read,
+          medianMs,
+          baselineMs,
+          speedup: Math.round((baselineMs / medianMs) * 10) / 10,
+          runs: 30,
+        });
+      }
+      reads.push(
+        {
+          target: target.name,
+          read: 'plain GROUP BY, 1d (baseline)',
+          medianMs: plainDay,
+          baselineMs: null,
+          speedup: null,
+          runs: 5,
+        },
+        {
+          target: target.name,
+          read: 'plain GROUP BY, 1h (baseline)',
+          medianMs: plainHour,
+          baselineMs: null,
+          speedup: null,
+          runs: 5,
+        },
+      );
+      await database.close();
+      await server.stop();
+
+      // 4. The account export on a fresh server, streamed to nowhere, its RSS sampled while it runs.
+      server = await startServer('cloud/src/main.ts', serverEnv);
+      await new Promise((resolve) => setTimeout(resolve, 1000)); // let start-up settle before the baseline
+      const before = rssMiB(server.pid);
+      let peak = before;
+      const sampler = setInterval(() => (peak = Math.max(peak, rssMiB(server.pid))), 25);
+      const exportStart = performance.now();
+      const response = await fetch(`${server.url}/v1/accounts/me/export`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${account.token}` },
+      });
+      let bytes = 0;
+      for await (const chunk of response.body!) bytes += (chunk as Uint8Array).length;
+      clearInterval(sampler);
+      peak = Math.max(peak, rssMiB(server.pid));
+      exports.push({
+        target: target.name,
+        measurements: YEAR_POINTS + perChannel * EXPORT_CHANNELS + 1 + EXPORT_CHANNELS,
+        zipMiB: Math.round(bytes / 1024 / 1024),
+        seconds: Math.round((performance.now() - exportStart) / 100) / 10,
+        rssBeforeMiB: before,
+        rssPeakMiB: peak,
+        rssGrowthMiB: peak - before,
+      });
+      await server.stop();
+    } finally {
+      await cleanup();
+    }
+  }
+  return { reads, exports };
+}
+
+export function readsTable(rows: ReadRow[]): [string[], (string | number)[][]] {
+  return [
+    [
+      'target',
+      'read (one channel, 525,600 one-minute points, whole year)',
+      'median ms',
+      'plain GROUP BY ms',
+      'times faster',
+      'runs',
+    ],
+    rows.map((r) => [r.target, r.read, r.medianMs, r.baselineMs ?? '', r.speedup ?? '', r.runs]),
+  ];
+}
+
+export function exportTable(rows: ExportRow[]): [string[], (string | number)[][]] {
+  return [
+    ['target', 'measurements', 'ZIP MiB', 'seconds', 'RSS before MiB', 'RSS peak MiB', 'RSS growth MiB'],
+    rows.map((r) => [
+      r.target,
+      r.measurements,
+      r.zipMiB,
+      r.seconds,
+      r.rssBeforeMiB,
+      r.rssPeakMiB,
+      r.rssGrowthMiB,
+    ]),
+  ];
+}
