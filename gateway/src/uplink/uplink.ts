@@ -5,6 +5,7 @@ import type { CheckResult, IdentifyResult } from '../collector.ts';
 import type { UplinkConfig } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import type { GatewayStatus } from '../status.ts';
+import { endWithin } from '../mqtt-end.ts';
 import { buildMessages, type OutgoingMessage } from './outgoing.ts';
 
 /** PUBACK reason codes that mean "this payload will never be accepted" (decisions, "MQTT bridge"). */
@@ -124,8 +125,11 @@ export class Uplink {
       });
       this.pump();
     });
-    client.on('message', (topic) => this.onDownlink(topic));
+    client.on('message', (topic) => {
+      if (this.conn === conn) this.onDownlink(topic);
+    });
     client.on('disconnect', (packet) => {
+      if (this.conn !== conn) return;
       this.log.warn(
         { reasonCode: packet.reasonCode, reasonString: packet.properties?.reasonString },
         'the cloud disconnected the uplink',
@@ -147,9 +151,8 @@ export class Uplink {
     if (this.conn !== conn) return;
     this.conn = null;
     this.deps.status.uplink.inflight = 0;
-    conn.client.removeAllListeners('connect');
-    conn.client.removeAllListeners('message');
-    conn.client.on('error', () => undefined); // a late socket error of a dead client is not ours to report
+    // Handlers of this connection check `this.conn === conn`, so they fall silent from here on
+    // (mqtt.js' own listeners must stay: removing them leaves the client unable to end).
     conn.client.end(true);
     if (this.stopped) return;
     const { reconnectMinMs, reconnectMaxMs } = this.deps.config;
@@ -254,9 +257,7 @@ export class Uplink {
     this.conn = null;
     this.deps.status.setUplinkState('stopped');
     if (!conn) return;
-    conn.client.removeAllListeners();
-    conn.client.on('error', () => undefined);
-    if (conn.ready) {
+    if (conn.ready && conn.client.connected) {
       // A clean DISCONNECT suppresses the will, so say "offline" ourselves first (bounded wait).
       const offline = JSON.stringify({
         status: 'offline',
@@ -276,7 +277,7 @@ export class Uplink {
         );
       });
     }
-    await conn.client.endAsync(true);
+    await endWithin(conn.client, 2000);
   }
 }
 
@@ -313,7 +314,6 @@ export async function probeUplink(
     details.push(outcome.line);
     return { ok: outcome.ok, details };
   } finally {
-    client.on('error', () => undefined);
-    await client.endAsync(true);
+    await endWithin(client, 2000);
   }
 }

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { connect, type IClientOptions, type MqttClient } from 'mqtt';
 import type { CheckResult, Collector, CollectorDeps, IdentifyResult } from '../../collector.ts';
 import type { ChirpstackConfig } from '../../config.ts';
+import { endWithin } from '../../mqtt-end.ts';
 import { ReadingRefused } from '../../reading.ts';
 import { validateMeasurement } from '../../../../shared/ingest.ts';
 import { decodeCayenneLpp, measurementsFromObject } from './decoded-object.ts';
@@ -69,6 +70,7 @@ export class ChirpstackCollector implements Collector {
       });
     });
     client.on('close', () => {
+      if (this.client !== client) return;
       if (counters.state === 'connected')
         log.warn({ url: config.url }, 'ChirpStack broker connection lost: reconnecting');
       counters.state = 'reconnecting';
@@ -201,8 +203,7 @@ export class ChirpstackCollector implements Collector {
       });
       return { ok, details };
     } finally {
-      client.on('error', () => undefined);
-      await client.endAsync(true);
+      await endWithin(client, 2000);
     }
   }
 
@@ -211,7 +212,6 @@ export class ChirpstackCollector implements Collector {
     this.client = null;
     if (!client) return;
     this.deps.counters.state = 'stopped';
-    client.removeAllListeners('close');
-    await client.endAsync();
+    await endWithin(client, 2000);
   }
 }
