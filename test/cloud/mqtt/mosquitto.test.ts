@@ -41,8 +41,8 @@ function start(command: string, args: string[]): Proc {
     out += chunk.toString();
     for (const l of listeners) l();
   };
-  child.stdout!.on('data', onData);
-  child.stderr!.on('data', onData);
+  child.stdout.on('data', onData);
+  child.stderr.on('data', onData);
   const exited = new Promise<number | string>((resolve) =>
     child.on('exit', (code, signal) => {
       resolve(code ?? signal ?? 'unknown');
