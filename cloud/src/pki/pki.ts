@@ -151,6 +151,7 @@ export class BridgePki {
       if (fresh && covers && (await ca.issuedThis(pair.certPem))) return pair;
     }
     const made = await ca.issueServer({ hosts: serverHosts, now: this.now(), days: SERVER_DAYS });
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 }); // absent when the CA is the operator's
     replaceFile(keyFile, made.keyPem, true);
     replaceFile(certFile, made.certPem, false);
     this.deps.log.info(
