@@ -50,7 +50,7 @@ function newSerial(): string {
 }
 
 async function newKeys(): Promise<CryptoKeyPair> {
-  return (await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify']));
+  return await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify']);
 }
 
 async function keyPem(key: CryptoKey): Promise<string> {
