@@ -127,7 +127,7 @@ export class RuleEngine implements RuleChangeListener {
     this.kickTimer = setTimeout(() => {
       this.kickTimer = null;
       this.runInBackground();
-    }, this.deps.kickDelayMs ?? 100);
+    }, this.deps.kickDelayMs ?? 250);
     this.kickTimer.unref();
   }
 
@@ -253,6 +253,14 @@ export class RuleEngine implements RuleChangeListener {
           c.device_deleted_at,
         );
         plans.push({ c, timeline, ...(await this.plan(db, c, trackers.get(c.seq), timeline, replayFrom)) });
+      }
+      // Appended data of all channels is read in a few queries, not one per channel.
+      const wanted = plans.flatMap((p) =>
+        p.readAfter === null ? [] : [{ seq: p.c.seq, after: p.readAfter }],
+      );
+      if (wanted.length > 0) {
+        const read = await repo.samplesAfterMany(db, wanted);
+        for (const p of plans) if (p.readAfter !== null) p.samples = read.get(p.c.seq) ?? [];
       }
       const windowStart = Math.min(now, ...plans.map((p) => p.seed.run?.start ?? p.seed.lastTs ?? BEGINNING));
       const silences = await repo.silences(db, seqs, windowStart);
@@ -380,7 +388,7 @@ export class RuleEngine implements RuleChangeListener {
     tracker: TrackerRow | undefined,
     timeline: RuleTimeline,
     replayFrom: number | undefined,
-  ): Promise<{ seed: Seed; samples: Sample[]; mustLoadEvents: boolean }> {
+  ): Promise<{ seed: Seed; samples: Sample[]; readAfter: number | null; mustLoadEvents: boolean }> {
     const repo = this.deps.repository;
     const hadOpen = tracker?.has_open === 1;
     const evaluatedTo = tracker?.last_ts ?? null;
@@ -390,6 +398,7 @@ export class RuleEngine implements RuleChangeListener {
       return {
         seed: { lastTs: newestKnown === BEGINNING ? null : newestKnown, run: null },
         samples: [],
+        readAfter: null,
         mustLoadEvents: false,
       };
     }
@@ -402,17 +411,16 @@ export class RuleEngine implements RuleChangeListener {
             ? { kind: tracker.run_kind, start: tracker.run_start, peak: tracker.run_peak }
             : null,
       };
-      const samples =
-        from === null && (c.last_ts ?? BEGINNING) <= evaluatedTo
-          ? []
-          : await repo.samplesAfter(db, c.seq, evaluatedTo);
-      return { seed, samples, mustLoadEvents: hadOpen };
+      // read later, with the other channels' (samplesAfterMany); nothing to read for a tick alone
+      const unread = !(from === null && (c.last_ts ?? BEGINNING) <= evaluatedTo);
+      return { seed, samples: [], readAfter: unread ? evaluatedTo : null, mustLoadEvents: hadOpen };
     }
     const start = from ?? c.last_ts;
-    if (start === null) return { seed: { lastTs: null, run: null }, samples: [], mustLoadEvents: true };
+    if (start === null)
+      return { seed: { lastTs: null, run: null }, samples: [], readAfter: null, mustLoadEvents: true };
     const anchor = await this.anchorBefore(db, c.seq, start, timeline);
     const samples = await repo.samplesAfter(db, c.seq, anchor);
-    return { seed: { lastTs: anchor, run: null }, samples, mustLoadEvents: true };
+    return { seed: { lastTs: anchor, run: null }, samples, readAfter: null, mustLoadEvents: true };
   }
 
   /** The newest sample before `before` that no excursion can span (in range, or under a disabled rule). */
