@@ -1,5 +1,6 @@
 import { benchIngest, ingestTable } from './ingest.ts';
 import { printTable, writeResults } from './lib.ts';
+import { benchMqtt, mqttTable } from './mqtt.ts';
 import { benchReads, exportTable, readsTable } from './reads.ts';
 
 /**
@@ -34,6 +35,14 @@ async function main(): Promise<void> {
     printTable(
       'Account export (POST /v1/accounts/me/export, server RSS while streaming)',
       ...exportTable(exports),
+    );
+  }
+  if (!only || only === 'mqtt') {
+    const rows = await benchMqtt(postgres === 'none' ? null : postgres);
+    results.mqtt = rows;
+    printTable(
+      'MQTT bridge (QoS 1 over mutual TLS, PUBACK after commit; baselines without ingest)',
+      ...mqttTable(rows),
     );
   }
   const file = writeResults('bench', results);
