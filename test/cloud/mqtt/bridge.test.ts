@@ -354,6 +354,11 @@ describe.each(DATABASES)('MQTT bridge on %s', (db) => {
 
   describe('last-will, online and info', () => {
     it('flips online with lwt, records fw_version from info, and creates the device with the model of its first info', async () => {
+      // The ingest core's device-state hook (device.online / device.offline webhooks) sees each flip.
+      const flips: { localId: string; online: boolean }[] = [];
+      t.cloud.services.ingest.onDeviceState((changes) => {
+        for (const change of changes) flips.push({ localId: change.localId, online: change.online });
+      });
       const c = await connect();
       expect(
         (
@@ -410,6 +415,10 @@ describe.each(DATABASES)('MQTT bridge on %s', (db) => {
       // An empty retained message (clearing the broker's copy) is acknowledged and changes nothing.
       expect((await publish(c, `${root()}/plug-1/lwt`, '', { retain: true })).reasonCode).toBe(0);
       expect((await devicesOf())[0]).toMatchObject({ online: false });
+      expect(flips).toEqual([
+        { localId: 'plug-1', online: true },
+        { localId: 'plug-1', online: false },
+      ]);
     });
 
     it("processes the bridge connection's own will (a gateway announcing a device offline)", async () => {
