@@ -71,6 +71,16 @@ describe('uplink to the bridge', () => {
     expect(gw.gateway.status.snapshot().uplink.published).toBeGreaterThanOrEqual(1);
   });
 
+  it('keeps sending after the buffer ran empty (queue ids never restart)', async () => {
+    const { bridge, gw, report } = await setUp();
+    expect((await report('temp=1&id=shellyht-EMPTY')).status).toBe(200);
+    await bridge.waitFor(() => bridge.readings().length === 1, 'the first reading');
+    await until(() => gw.gateway.status.snapshot().buffer.depth === 0, 'the buffer to empty');
+    gw.gateway.queue.flushDeletes();
+    expect((await report('temp=2&id=shellyht-EMPTY')).status).toBe(200);
+    await bridge.waitFor(() => bridge.readings().length === 2, 'the second reading');
+  });
+
   it('announces the gateway: retained online state and info on connect, offline as its will', async () => {
     const { bridge } = await setUp();
     await bridge.waitFor((m) => m.some((x) => x.topic === `${root()}gw-test/info`), 'the gateway info');

@@ -39,7 +39,9 @@ export interface ReadingQueueOptions {
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS outbox (
-  id INTEGER PRIMARY KEY,
+  -- AUTOINCREMENT: ids never go back (a plain rowid restarts at 1 once the table is empty, and the
+  -- uplink's cursor, which only moves forward, would then skip every new row).
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
   device TEXT NOT NULL,
   kind INTEGER NOT NULL,
   ts INTEGER NOT NULL,

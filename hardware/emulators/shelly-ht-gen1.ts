@@ -1,0 +1,59 @@
+import { climate, type ClimateValues } from './values.ts';
+
+/**
+ * A Shelly H&T first generation (SHHT-1) sending its "report sensor values" URL action:
+ * `GET <url>?hum=61&temp=4.25&id=shellyht-EE45E9` with the firmware's User-Agent
+ * (reference/protocols.md, "Gen1 H&T"). Point `url` at the gateway's Shelly HTTP listener.
+ */
+export class ShellyHtGen1Emulator {
+  private timer: NodeJS.Timeout | null = null;
+  private readonly values: () => ClimateValues;
+  /** Every report and the HTTP status it got, in order. */
+  readonly sent: { query: string; status: number }[] = [];
+
+  constructor(
+    private readonly options: {
+      url: string;
+      id: string;
+      intervalMs?: number;
+      onSent?: (query: string, status: number) => void;
+    },
+  ) {
+    this.values = climate(4);
+  }
+
+  /** Sends one report (given values, or the next of the random walk) and returns the HTTP status. */
+  async report(values: Partial<ClimateValues> = {}): Promise<number> {
+    const v = { ...this.values(), ...values };
+    const query = `hum=${Math.round(v.humidity)}&temp=${v.temperature}&id=${encodeURIComponent(this.options.id)}`;
+    const url = `${this.options.url}${this.options.url.includes('?') ? '&' : '?'}${query}`;
+    let status = 0;
+    try {
+      const res = await fetch(url, {
+        headers: { 'user-agent': 'Shelly/20230913-112531/v1.14.0-gcb84623 (SHHT-1)' },
+      });
+      await res.arrayBuffer();
+      status = res.status;
+    } catch {
+      status = 0; // the gateway is unreachable: a real H&T simply tries again at its next wake-up
+    }
+    this.sent.push({ query, status });
+    this.options.onSent?.(query, status);
+    return status;
+  }
+
+  start(): void {
+    if (this.timer) return;
+    const tick = () => {
+      void this.report().finally(() => {
+        if (this.timer) this.timer = setTimeout(tick, this.options.intervalMs ?? 10_000);
+      });
+    };
+    this.timer = setTimeout(tick, 0);
+  }
+
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+}
