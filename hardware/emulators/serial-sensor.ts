@@ -48,15 +48,15 @@ export class SerialSensorEmulator {
         err += chunk.toString();
         // socat logs "starting data transfer loop" once both ptys exist.
         if (err.includes('starting data transfer loop')) {
-          socat.stderr!.off('data', onData);
+          socat.stderr.off('data', onData);
           resolve();
         }
       };
-      socat.stderr!.on('data', onData);
+      socat.stderr.on('data', onData);
       socat.once('error', reject);
       socat.once('exit', (code) => reject(new Error(`socat exited (${code}): ${err}`)));
     });
-    socat.stderr!.resume();
+    socat.stderr.resume();
     this.out = fs.createWriteStream(sensorPath, { flags: 'w' });
     this.out.on('error', () => undefined); // writes after an unplug fail, as they would on a cable
   }

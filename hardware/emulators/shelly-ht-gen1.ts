@@ -27,7 +27,7 @@ export class ShellyHtGen1Emulator {
     const v = { ...this.values(), ...values };
     const query = `hum=${Math.round(v.humidity)}&temp=${v.temperature}&id=${encodeURIComponent(this.options.id)}`;
     const url = `${this.options.url}${this.options.url.includes('?') ? '&' : '?'}${query}`;
-    let status = 0;
+    let status: number;
     try {
       const res = await fetch(url, {
         headers: { 'user-agent': 'Shelly/20230913-112531/v1.14.0-gcb84623 (SHHT-1)' },
