@@ -143,7 +143,7 @@ export function subscribeCodes(client: MqttClient, filters: string[]): Promise<n
     const onPacket = (packet: mqtt.Packet) => {
       if (packet.cmd !== 'suback') return;
       client.off('packetreceive', onPacket);
-      resolve(packet.granted.map((g) => (typeof g === 'number' ? g : g.qos)));
+      resolve(packet.granted.map((g) => (typeof g === 'number' ? g : (g as { qos: number }).qos)));
     };
     client.on('packetreceive', onPacket);
     client.subscribe(Object.fromEntries(filters.map((f) => [f, { qos: 1 as const }])), () => undefined);

@@ -18,6 +18,13 @@ export interface BridgeIdentity {
 /** The model of a device an MQTT bridge creates when nothing better is known. */
 export const AUTO_CREATED_MODEL = 'mqtt-generic';
 const LOCAL_ID = /^[\x21-\x7e]{1,128}$/;
+/** How long a resolved topic level is trusted without asking the database again. */
+const CACHE_MS = 30_000;
+const CACHE_LIMIT = 100_000;
+
+function cacheKey(bridge: BridgeIdentity, segment: string): string {
+  return `${bridge.accountId}\u0000${bridge.siteId}\u0000${segment}`;
+}
 
 function principal(d: DeviceRow): DevicePrincipal {
   return {
@@ -36,6 +43,8 @@ function principal(d: DeviceRow): DevicePrincipal {
  * `info` message). Also the device metadata an `info` message carries.
  */
 export class BridgeDevices {
+  private readonly cache = new Map<string, { device: DevicePrincipal; until: number }>();
+
   constructor(
     private readonly deps: {
       db: Db;
@@ -46,7 +55,30 @@ export class BridgeDevices {
     },
   ) {}
 
+  /**
+   * Cached for a short while: a gateway names the same devices in every message. A device deleted
+   * meanwhile is noticed by the ingest core (the caller then calls `forget` and resolves again).
+   */
   async resolve(bridge: BridgeIdentity, segment: string, modelHint?: string): Promise<DevicePrincipal> {
+    const key = cacheKey(bridge, segment);
+    const now = performance.now();
+    const hit = this.cache.get(key);
+    if (hit && hit.until > now) return hit.device;
+    const device = await this.lookup(bridge, segment, modelHint);
+    if (this.cache.size >= CACHE_LIMIT) this.cache.clear();
+    this.cache.set(key, { device, until: now + CACHE_MS });
+    return device;
+  }
+
+  forget(bridge: BridgeIdentity, segment: string): void {
+    this.cache.delete(cacheKey(bridge, segment));
+  }
+
+  private async lookup(
+    bridge: BridgeIdentity,
+    segment: string,
+    modelHint?: string,
+  ): Promise<DevicePrincipal> {
     const { db, devices } = this.deps;
     if (segment.startsWith('dev_')) {
       const byId = await devices.find(db, bridge.accountId, segment);

@@ -16,7 +16,6 @@ import type { BridgeDevices, BridgeIdentity } from '../bridges/bridge-devices.ts
 import type { BridgesRepository } from '../bridges/bridges.repository.ts';
 import type { Clock } from '../clock.ts';
 import { ApiError, Forbidden, InvalidRequest } from '../errors.ts';
-import type { DevicePrincipal } from '../http/context.ts';
 import { toApiError } from '../ingest/ingest.core.ts';
 import type { IngestCore } from '../ingest/ingest.core.ts';
 import type { IngestItem } from '../ingest/ingest.types.ts';
@@ -457,8 +456,7 @@ export class MqttBridge implements BridgeConnections {
         `the topic names device ${segment}; the payload's device ${body.device} differs (leave it out)`,
       );
     }
-    const device = await this.deps.devices.resolve(bridge, segment);
-    return this.submit(device, { receivedAt, ts: body.ts, measurements: body.measurements });
+    return this.submit(bridge, segment, { receivedAt, ts: body.ts, measurements: body.measurements });
   }
 
   private async lwt(
@@ -470,8 +468,7 @@ export class MqttBridge implements BridgeConnections {
     if (payload.length === 0) return { kind: 'ack' }; // clearing a retained message
     const parsed = LwtPayload.safeParse(parseJson(payload));
     if (!parsed.success) throw payloadError('lwt', parsed.error.issues[0]?.message);
-    const device = await this.deps.devices.resolve(bridge, segment);
-    return this.submit(device, { receivedAt, ts: null, measurements: [], lwt: parsed.data.status });
+    return this.submit(bridge, segment, { receivedAt, ts: null, measurements: [], lwt: parsed.data.status });
   }
 
   private async info(bridge: BridgeIdentity, segment: string, payload: Buffer): Promise<Decision> {
@@ -485,18 +482,27 @@ export class MqttBridge implements BridgeConnections {
 
   /** Through the one ingest core; resolves after the group committed. */
   private async submit(
-    device: DevicePrincipal,
+    bridge: BridgeIdentity,
+    segment: string,
     part: Pick<IngestItem, 'receivedAt' | 'ts' | 'measurements' | 'lwt'>,
   ): Promise<Decision> {
-    const outcome = await this.deps.ingest.submit({
-      credential: { kind: 'device', principal: device },
-      // The bridge is authenticated by certificate, and a gateway drains its backlog at full speed;
-      // MQTT's in-flight window is the flow control (docs/design/mqtt.md, "Rate limits").
-      countRate: false,
-      deviceRef: null,
-      error: null,
-      ...part,
-    });
+    const { devices, ingest } = this.deps;
+    const once = async () =>
+      ingest.submit({
+        credential: { kind: 'device', principal: await devices.resolve(bridge, segment) },
+        // The bridge is authenticated by certificate, and a gateway drains its backlog at full speed;
+        // MQTT's in-flight window is the flow control (docs/design/mqtt.md, "Rate limits").
+        countRate: false,
+        deviceRef: null,
+        error: null,
+        ...part,
+      });
+    let outcome = await once();
+    if (!outcome.ok && outcome.error.code === 'token_invalid') {
+      // The cached device was deleted meanwhile: resolve the topic level again (it may create one).
+      devices.forget(bridge, segment);
+      outcome = await once();
+    }
     if (outcome.ok) return { kind: 'ack' };
     if (outcome.error.status >= 500) throw outcome.error;
     return { kind: 'answer', ...publishAnswerFor(outcome.error) };

@@ -150,7 +150,7 @@ describe('aedes 2.0.0-beta.1 workarounds', () => {
     );
     dying.stream.destroy();
     const packet = await received;
-    expect(packet.properties?.willDelayInterval).toBeUndefined();
+    expect(packet.properties ?? {}).not.toHaveProperty('willDelayInterval');
     const will = h.publishes.find((p) => p.packet.topic === 'wills/x')!;
     expect(isWill(will.packet)).toBe(true);
     expect(will.cn).toBe('acc_T');

@@ -106,6 +106,20 @@ describe.each(DATABASES)('MQTT bridge on %s', (db) => {
       expect(await measurementCount(t)).toBe(2);
     });
 
+    it('creates the device again when a deleted device keeps publishing (no stale answer from the cache)', async () => {
+      const c = await connect();
+      const m = { measurements: [{ type: 'temperature', value: 3 }] };
+      expect((await publish(c, `${root()}/fridge-1`, m)).reasonCode).toBe(0);
+      const first = (await devicesOf())[0]!;
+      expect((await t.http.delete(`/v1/devices/${String(first.id)}`, { token: user.token })).status).toBe(
+        204,
+      );
+      expect((await publish(c, `${root()}/fridge-1`, m)).reasonCode).toBe(0);
+      const again = await devicesOf();
+      expect(again).toEqual([expect.objectContaining({ local_id: 'fridge-1' })]);
+      expect(again[0]!.id).not.toBe(first.id);
+    });
+
     it('puts a device auto-created by a bridge on that bridge site, not on another site of the account', async () => {
       const other = (await createSite(t, user.token, { name: 'Cellar' })).id;
       const otherBridge = await createBridge(t, user.token, other, 'Cellar broker');

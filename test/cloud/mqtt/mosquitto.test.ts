@@ -154,7 +154,8 @@ describe.each(DATABASES)('a customer Mosquitto bridged to the cloud, on %s', (db
       JSON.stringify({ ts: '2026-01-05T10:00:00Z', measurements: [{ type: 'temperature', value: 3.5 }] }),
     ]);
     const device = await eventually(
-      async () => (await devices()).find((d) => d.local_id === 'fridge-9'),
+      // The device row is committed before its first measurement: wait for the data, not the row.
+      async () => (await devices()).find((d) => d.local_id === 'fridge-9' && d.online === true),
       'the measurement',
     );
     expect(device).toMatchObject({ model: 'mqtt-generic', online: true });
