@@ -122,8 +122,10 @@ export class ChirpstackCollector implements Collector {
       measurements.push(validateMeasurement({ type: 'signal', value: event.rssi }, 'rssi'));
     }
     try {
-      await sink.accept({ device: event.devEui, ts: event.time, measurements });
-      await sink.deviceInfo({ device: event.devEui, model: device?.model ?? 'lorawan-generic' });
+      await Promise.all([
+        sink.deviceInfo({ device: event.devEui, model: device?.model ?? 'lorawan-generic' }),
+        sink.accept({ device: event.devEui, ts: event.time, measurements }),
+      ]);
     } catch (err) {
       if (err instanceof ReadingRefused && err.code === 'invalid') {
         counters.invalid++;

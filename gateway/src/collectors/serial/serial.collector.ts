@@ -109,27 +109,25 @@ class PortSession {
       return;
     }
     const device = parsed.device ?? this.config.device;
-    sink
-      .accept({ device, ts: parsed.ts, measurements: parsed.measurements })
-      .then(
-        () => {
-          counters.accepted++;
-          if (!this.devices.has(device)) this.devices.add(device);
-          return sink.deviceInfo({ device, model: this.config.model });
-        },
-        (err: unknown) => {
-          if (err instanceof ReadingRefused && err.code === 'invalid') counters.invalid++;
-          else counters.refused++;
-          // A serial sensor cannot be told to resend: a line the buffer refuses is lost, loudly.
-          this.log.error(
-            { path: this.config.path, device, line, err: (err as Error).message },
-            'serial reading not buffered',
-          );
-        },
-      )
-      .catch((err: unknown) =>
-        this.log.warn({ device, err: (err as Error).message }, 'device info not buffered'),
-      );
+    // The model first (same commit), so a device the cloud creates on this reading gets it.
+    Promise.all([
+      sink.deviceInfo({ device, model: this.config.model }),
+      sink.accept({ device, ts: parsed.ts, measurements: parsed.measurements }),
+    ]).then(
+      () => {
+        counters.accepted++;
+        this.devices.add(device);
+      },
+      (err: unknown) => {
+        if (err instanceof ReadingRefused && err.code === 'invalid') counters.invalid++;
+        else counters.refused++;
+        // A serial sensor cannot be told to resend: a line the buffer refuses is lost, loudly.
+        this.log.error(
+          { path: this.config.path, device, line, err: (err as Error).message },
+          'serial reading not buffered',
+        );
+      },
+    );
   }
 
   identify(): Promise<IdentifyResult> {

@@ -120,15 +120,15 @@ export class ShellyHttpCollector implements Collector {
       return error(err.status, err.code, err.message);
     }
     try {
-      if (measurements.length > 0) await sink.accept({ device, ts: parsed.ts, measurements });
-      if (parsed.lwt !== null)
-        await sink.deviceState({
-          device,
-          status: parsed.lwt,
-          at: parsed.ts ?? now,
-          reason: 'device last-will',
-        });
-      if (model !== undefined) await sink.deviceInfo({ device, model, fw_version: ua?.[1] });
+      // Queued in this order within one commit: the info first, so that a device the cloud creates
+      // on this message gets its model, then the reading, then the state.
+      await Promise.all([
+        model !== undefined ? sink.deviceInfo({ device, model, fw_version: ua?.[1] }) : null,
+        measurements.length > 0 ? sink.accept({ device, ts: parsed.ts, measurements }) : null,
+        parsed.lwt !== null
+          ? sink.deviceState({ device, status: parsed.lwt, at: parsed.ts ?? now, reason: 'device last-will' })
+          : null,
+      ]);
     } catch (err) {
       if (!(err instanceof ReadingRefused)) throw err;
       if (err.code === 'invalid') {

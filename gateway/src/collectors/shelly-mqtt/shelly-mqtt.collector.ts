@@ -115,11 +115,15 @@ export class ShellyMqttCollector implements Collector {
       case 'reading': {
         if (message.viaRpc) this.rpcDevices.add(message.device);
         else if (this.rpcDevices.has(message.device)) return; // the same value came with the device's time
-        await sink.accept({ device: message.device, ts: message.ts, measurements: message.measurements });
+        const first = !this.seen.has(message.device);
+        // On first sight the model goes first (same commit), so the cloud creates the device with it.
+        await Promise.all([
+          first ? sink.deviceInfo({ device: message.device, model: shellyModel(message.device) }) : null,
+          sink.accept({ device: message.device, ts: message.ts, measurements: message.measurements }),
+        ]);
         counters.accepted++;
-        if (!this.seen.has(message.device)) {
+        if (first) {
           this.seen.add(message.device);
-          await sink.deviceInfo({ device: message.device, model: shellyModel(message.device) });
           this.requestDeviceInfo(message.device);
         }
         return;
