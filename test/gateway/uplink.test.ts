@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { ShellyHttpCollector } from '../../gateway/src/collectors/shelly-http/shelly-http.collector.ts';
 import { LocalBridge, type LocalBridgeOptions } from './helpers/bridge.ts';
-import { startTestGateway, tempDir, until, writeGatewayConfig } from './helpers/gateway.ts';
+import { localBundle, startTestGateway, tempDir, until, writeGatewayConfig } from './helpers/gateway.ts';
 import { makePki, type TestPki } from './helpers/pki.ts';
 
 /**
@@ -32,8 +32,7 @@ async function setUp(
   cleanups.push(() => bridge.stop());
   const dir = tempDir('gw-uplink-');
   const file = writeGatewayConfig(dir, {
-    pki,
-    bridgeUrl: bridge.url,
+    bundle: localBundle(pki, bridge.url),
     collectors: { shelly_http: { host: '127.0.0.1', port: 0 } },
     buffer: options.buffer,
   });

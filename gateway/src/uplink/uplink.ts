@@ -173,9 +173,10 @@ export class Uplink {
     const { gatewayId, version } = this.deps;
     const online = JSON.stringify({ status: 'online', at: formatSeconds(Date.now() * 1000) });
     const info = JSON.stringify({ model: 'gateway-pi', fw_version: version });
+    // Info first: the message that creates the device in the cloud decides its model.
     for (const [suffix, payload] of [
-      ['/lwt', online],
       ['/info', info],
+      ['/lwt', online],
     ] as const) {
       conn.client.publish(this.topic(gatewayId, suffix), payload, { qos: 1, retain: true }, (err) => {
         if (err && this.conn === conn)

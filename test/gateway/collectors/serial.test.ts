@@ -4,7 +4,7 @@ import path from 'node:path';
 import { parseKvLine, parseVaisalaLine } from '../../../gateway/src/collectors/serial/lines.ts';
 import { SerialSensorEmulator } from '../../../hardware/emulators/serial-sensor.ts';
 import { LocalBridge } from '../helpers/bridge.ts';
-import { startTestGateway, tempDir, until, writeGatewayConfig } from '../helpers/gateway.ts';
+import { localBundle, startTestGateway, tempDir, until, writeGatewayConfig } from '../helpers/gateway.ts';
 import { makePki, type TestPki } from '../helpers/pki.ts';
 
 /**
@@ -38,8 +38,7 @@ async function setUp(format: 'kv' | 'vaisala', device: string) {
   await bridge.start();
   cleanups.push(() => bridge.stop());
   const file = writeGatewayConfig(dir, {
-    pki,
-    bridgeUrl: bridge.url,
+    bundle: localBundle(pki, bridge.url),
     collectors: {
       serial: {
         ports: [{ path: sensor.gatewayPath, device, format, reopen_min_ms: 50, reopen_max_ms: 200 }],

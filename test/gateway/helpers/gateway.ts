@@ -18,13 +18,13 @@ export interface TestGateway {
 
 /**
  * Writes a gateway configuration file (YAML, as an installer would) and the bridge bundle beside it.
- * `collectors` is the `collectors:` section; the uplink points at `bridgeUrl`.
+ * `collectors` is the `collectors:` section.
  */
 export function writeGatewayConfig(
   dir: string,
   options: {
-    pki: TestPki;
-    bridgeUrl: string;
+    /** Writes the bridge bundle file (see `localBundle`, or `saveBundle` for the real cloud). */
+    bundle: (file: string) => void;
     collectors?: Record<string, unknown>;
     uplink?: Record<string, unknown>;
     buffer?: Record<string, unknown>;
@@ -32,7 +32,7 @@ export function writeGatewayConfig(
   },
 ): string {
   fs.mkdirSync(dir, { recursive: true });
-  writeBundle(path.join(dir, 'bridge.json'), options.pki, options.bridgeUrl);
+  options.bundle(path.join(dir, 'bridge.json'));
   const file = path.join(dir, 'gateway.yaml');
   fs.writeFileSync(
     file,
@@ -74,6 +74,11 @@ export async function startTestGateway(configFile: string): Promise<TestGateway>
 }
 
 export { tempDir };
+
+/** The bundle of the local bridge stand-in: the test PKI and its URL. */
+export function localBundle(pki: TestPki, bridgeUrl: string): (file: string) => void {
+  return (file) => writeBundle(file, pki, bridgeUrl);
+}
 
 /** Resolves once `predicate` holds, checking whenever the gateway logs a line or every 20 ms. */
 export async function until(predicate: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {

@@ -128,18 +128,23 @@ export class ShellyMqttCollector implements Collector {
         }
         return;
       }
-      case 'online':
-        await sink.deviceState({
-          device: message.device,
-          status: message.online ? 'online' : 'offline',
-          at: clock.nowMicros(),
-          ...(message.online ? {} : { reason: 'device last-will' }),
-        });
+      case 'online': {
+        const first = !this.seen.has(message.device);
+        await Promise.all([
+          first ? sink.deviceInfo({ device: message.device, model: shellyModel(message.device) }) : null,
+          sink.deviceState({
+            device: message.device,
+            status: message.online ? 'online' : 'offline',
+            at: clock.nowMicros(),
+            ...(message.online ? {} : { reason: 'device last-will' }),
+          }),
+        ]);
         if (message.online) {
           this.seen.add(message.device);
           this.requestDeviceInfo(message.device);
         }
         return;
+      }
       case 'rpc-response': {
         const { result } = message;
         const version = typeof result.ver === 'string' ? result.ver : undefined;
