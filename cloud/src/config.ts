@@ -114,7 +114,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   ] as const) {
     if ((e[a] === undefined) !== (e[b] === undefined)) {
       const [set, unset] = e[a] === undefined ? [b, a] : [a, b];
-      throw new ConfigError(`invalid ${unset}="": ${set} is set, so ${unset} must be set too`);
+      throw new ConfigError(`invalid ${set}=${JSON.stringify(e[set])}: set ${unset} too (they are a pair)`);
     }
   }
   const hostOf = (u: string) => new URL(u).hostname.replace(/^\[(.*)\]$/, '$1');

@@ -20,6 +20,8 @@ interface World {
     eventId: string;
     silenceId: string;
     webhookId: string;
+    /** A's MQTT bridge. */
+    bridgeId: string;
   };
   b: SignedIn;
 }
@@ -124,6 +126,29 @@ const PROBES: Record<string, RouteProbe> = {
   'POST /v1/devices/:device_id/rotate-token': {
     call: ({ t, a }, auth) => t.http.post(`/v1/devices/${a.deviceId}/rotate-token`, undefined, auth),
     asOutsider: notFound('device_not_found'),
+  },
+  'POST /v1/devices/:device_id/identify': {
+    call: ({ t, a }, auth) => t.http.post(`/v1/devices/${a.deviceId}/identify`, undefined, auth),
+    asOutsider: notFound('device_not_found'),
+  },
+  'POST /v1/bridges': {
+    call: ({ t, a }, auth) => t.http.post('/v1/bridges', { site_id: a.siteId, name: 'intruder' }, auth),
+    asOutsider: notFound('site_not_found'),
+  },
+  'GET /v1/bridges': {
+    call: ({ t }, auth) => t.http.get('/v1/bridges', auth),
+    asOutsider: (answer, w) => {
+      ownOnly(200)(answer, w);
+      expect(answer.text).not.toContain(w.a.bridgeId);
+    },
+  },
+  'GET /v1/bridges/:bridge_id': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/bridges/${a.bridgeId}`, auth),
+    asOutsider: notFound('bridge_not_found'),
+  },
+  'DELETE /v1/bridges/:bridge_id': {
+    call: ({ t, a }, auth) => t.http.delete(`/v1/bridges/${a.bridgeId}`, auth),
+    asOutsider: notFound('bridge_not_found'),
   },
   'GET /v1/devices/:device_id/sensors': {
     call: ({ t, a }, auth) => t.http.get(`/v1/devices/${a.deviceId}/sensors`, auth),
@@ -256,6 +281,7 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
       tokens: (await get('/v1/tokens')).data.map((r: { id: string; label: string }) => [r.id, r.label]),
       sites: (await get('/v1/sites')).data.length,
       devices: (await get('/v1/devices?account_id=me')).data.length,
+      bridges: (await get('/v1/bridges')).data.map((r: { id: string }) => r.id),
     };
   }
 
@@ -272,6 +298,11 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
       { token: a.token },
     );
     const { eventId, webhookId } = await alarmAndWebhookOf(t, a.accountId, a.userId, sensor);
+    const bridge = await t.http.post(
+      '/v1/bridges',
+      { site_id: siteId, name: 'a broker' },
+      { token: a.token },
+    );
     w = {
       t,
       a: {
@@ -284,6 +315,7 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
         eventId,
         silenceId: silence.json.id,
         webhookId,
+        bridgeId: bridge.json.id,
       },
       b: await signUp(t, 'b@example.com'),
     };

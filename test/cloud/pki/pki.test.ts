@@ -151,7 +151,7 @@ describe('the bridge PKI', () => {
   it('wants both files of a pair in the configuration', () => {
     expect(() => loadConfig({ PKI_CA_CERT_FILE: '/x/ca.crt' })).toThrow(ConfigError);
     expect(() => loadConfig({ MQTT_TLS_KEY_FILE: '/x/srv.key' })).toThrow(
-      'invalid MQTT_TLS_CERT_FILE="": MQTT_TLS_KEY_FILE is set, so MQTT_TLS_CERT_FILE must be set too',
+      'invalid MQTT_TLS_KEY_FILE="/x/srv.key": set MQTT_TLS_CERT_FILE too (they are a pair)',
     );
     expect(() => loadConfig({ MQTT_URL: 'https://x' })).toThrow(/MQTT_URL/);
     expect(
