@@ -607,6 +607,9 @@ describe.each(DATABASES)('storage contract on %s', (kind) => {
         last_ts: lastTs,
         label: 'door',
         label_key: 'door',
+        // the rule engine's marker (migration 0002), a number on both databases
+        eval_from: null,
+        eval_gen: 0,
       });
       expect(await sensors.find(db, accountId, row.id)).toEqual(row);
       expect(await sensors.findByKey(db, device.id, 'temperature', 'door')).toEqual(row);
