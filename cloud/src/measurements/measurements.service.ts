@@ -34,7 +34,7 @@ export interface SeriesPage {
 }
 
 /** Raw rows per query when streaming (CSV, export): bounded memory however long the range. */
-const RAW_CHUNK = 10_000;
+const RAW_CHUNK = 1_000;
 /** Buckets per window when streaming aggregates. */
 const BUCKET_CHUNK = 10_000;
 

@@ -13,6 +13,25 @@ import type { Migration } from './index.ts';
  * site). `applied_at` is set once `devices.site_id` shows the new site (at once for a past
  * `effective_at`, by a job at `effective_at` otherwise).
  */
+/**
+ * One level's rollups from the raw rows: counts, sums and extremes by GROUP BY, first/last values by
+ * the row at the bucket's min/max ts. The bucket start is a floor division written with `%`, exact
+ * for negative times too on both databases (their `%` takes the sign of the dividend).
+ */
+function backfill(res: number): string {
+  const w = res * 1_000_000;
+  const bucket = `(ts - (((ts % ${w}) + ${w}) % ${w}))`;
+  const valueAt = (col: string) =>
+    `(SELECT m.value FROM measurements m WHERE m.grp = g.grp AND m.ts = g.${col} AND m.sensor_seq = g.sensor_seq)`;
+  return `INSERT INTO measurement_rollups
+      (grp, res, bucket, sensor_seq, n, total, lo, hi, first_ts, first_value, last_ts, last_value)
+    SELECT g.grp, ${res}, g.bucket, g.sensor_seq, g.n, g.total, g.lo, g.hi,
+      g.first_ts, ${valueAt('first_ts')}, g.last_ts, ${valueAt('last_ts')}
+    FROM (SELECT grp, sensor_seq, ${bucket} AS bucket, count(*) AS n, sum(value) AS total, min(value) AS lo,
+            max(value) AS hi, min(ts) AS first_ts, max(ts) AS last_ts
+          FROM measurements GROUP BY grp, sensor_seq, ${bucket}) g`;
+}
+
 export const reads: Migration = {
   name: '0003_reads',
   statements: (d) => [
@@ -30,6 +49,8 @@ export const reads: Migration = {
        last_ts BIGINT NOT NULL,
        last_value DOUBLE PRECISION NOT NULL,
        PRIMARY KEY (grp, res, bucket, sensor_seq))${d.dialect === 'sqlite' ? ' WITHOUT ROWID' : ''}`,
+    // Rollups of the measurements stored before this migration (none on a new install).
+    ...[60, 3600, 86400].map((res) => backfill(res)),
     `CREATE TABLE device_moves (
        id TEXT PRIMARY KEY,
        account_id TEXT NOT NULL REFERENCES accounts(id),
