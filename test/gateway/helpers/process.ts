@@ -20,14 +20,14 @@ export async function spawnGateway(configFile: string): Promise<GatewayProcess> 
   });
   const logs: Record<string, unknown>[] = [];
   let stderr = '';
-  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   const exited = new Promise<number | string>((resolve) =>
     child.on('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')),
   );
   let partial = '';
   const started = new Promise<number>((resolve, reject) => {
     let port = 0;
-    child.stdout!.on('data', (c: Buffer) => {
+    child.stdout.on('data', (c: Buffer) => {
       partial += c.toString();
       const lines = partial.split('\n');
       partial = lines.pop()!;
