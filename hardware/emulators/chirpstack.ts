@@ -5,9 +5,13 @@ import { Aedes } from 'aedes';
 import { connect, type MqttClient } from 'mqtt';
 import integration from '@chirpstack/chirpstack-api/integration/integration_pb.js';
 import gw from '@chirpstack/chirpstack-api/gw/gw_pb.js';
-import { Struct } from 'google-protobuf/google/protobuf/struct_pb.js';
-import { Timestamp } from 'google-protobuf/google/protobuf/timestamp_pb.js';
+import structPb from 'google-protobuf/google/protobuf/struct_pb.js';
+import timestampPb from 'google-protobuf/google/protobuf/timestamp_pb.js';
 import { climate, type ClimateValues } from './values.ts';
+
+// CommonJS modules without named exports Node can see: take the classes off the default export.
+const { Struct } = structPb;
+const { Timestamp } = timestampPb;
 
 /** Cayenne LPP bytes for a temperature (channel 1) and a humidity (channel 2). */
 export function cayenneLpp(temperature: number, humidity: number): Buffer {

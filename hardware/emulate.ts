@@ -1,0 +1,121 @@
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { ChirpstackEmulator } from './emulators/chirpstack.ts';
+import { SerialSensorEmulator } from './emulators/serial-sensor.ts';
+import { ShellyHtGen1Emulator } from './emulators/shelly-ht-gen1.ts';
+import { ShellyPlusHtEmulator } from './emulators/shelly-plus-ht.ts';
+
+/**
+ * `npm run emulate -- <device> [options]`: one emulated device reporting until Ctrl-C.
+ *
+ *   shelly-ht-gen1  --url http://127.0.0.1:8081/ [--id shellyht-EE45E9]
+ *   shelly-plus-ht  --broker mqtt://127.0.0.1:1883 [--id shellyplusht-08b61fcb7f3c]
+ *   serial          --link /tmp/ttyEMU0 [--format kv|vaisala]   (needs socat; point the gateway at --link)
+ *   chirpstack      --broker mqtt://127.0.0.1:1884 | --serve 1884 [--dev-eui a84041000181c0de] [--encoding json|protobuf]
+ *
+ * Common: --interval SECONDS (default 10).
+ */
+const USAGE = `usage: npm run emulate -- shelly-ht-gen1|shelly-plus-ht|serial|chirpstack [options] (see hardware/emulate.ts)`;
+
+async function main(): Promise<void> {
+  const { positionals, values } = parseArgs({
+    allowPositionals: true,
+    options: {
+      url: { type: 'string' },
+      broker: { type: 'string' },
+      serve: { type: 'string' },
+      id: { type: 'string' },
+      link: { type: 'string' },
+      format: { type: 'string', default: 'kv' },
+      'dev-eui': { type: 'string', default: 'a84041000181c0de' },
+      encoding: { type: 'string', default: 'json' },
+      interval: { type: 'string', default: '10' },
+    },
+  });
+  const intervalMs = Number(values.interval) * 1000;
+  const say = (line: string) => process.stdout.write(`${new Date().toISOString()} ${line}\n`);
+  let stop: () => Promise<void> | void;
+  switch (positionals[0]) {
+    case 'shelly-ht-gen1': {
+      const e = new ShellyHtGen1Emulator({
+        url: values.url ?? 'http://127.0.0.1:8081/',
+        id: values.id ?? 'shellyht-EE45E9',
+        intervalMs,
+        onSent: (query, status) => say(`GET ?${query} -> ${status || 'unreachable'}`),
+      });
+      e.start();
+      stop = () => e.stop();
+      break;
+    }
+    case 'shelly-plus-ht': {
+      const e = new ShellyPlusHtEmulator({
+        brokerUrl: values.broker ?? 'mqtt://127.0.0.1:1883',
+        id: values.id ?? 'shellyplusht-08b61fcb7f3c',
+        intervalMs,
+      });
+      await e.connect();
+      say(
+        `connected to ${values.broker ?? 'mqtt://127.0.0.1:1883'} as ${e.id}, reporting every ${values.interval} s`,
+      );
+      e.start();
+      stop = () => e.disconnect();
+      break;
+    }
+    case 'serial': {
+      const link = path.resolve(values.link ?? '/tmp/ttyEMU0');
+      const e = new SerialSensorEmulator({
+        sensorPath: `${link}.sensor`,
+        gatewayPath: link,
+        format: values.format === 'vaisala' ? 'vaisala' : 'kv',
+        intervalMs,
+      });
+      await e.plug();
+      say(`serial sensor on ${link} (format ${values.format}); the sensor writes to ${link}.sensor`);
+      const tick = async () => say(`line: ${await e.send()}`);
+      const timer = setInterval(() => void tick().catch((err: unknown) => say(String(err))), intervalMs);
+      void tick();
+      stop = async () => {
+        clearInterval(timer);
+        await e.stop();
+      };
+      break;
+    }
+    case 'chirpstack': {
+      const e = new ChirpstackEmulator({
+        devEui: values['dev-eui'],
+        encoding: values.encoding === 'protobuf' ? 'protobuf' : 'json',
+        intervalMs,
+      });
+      const url = values.serve
+        ? await e.serveBroker(Number(values.serve))
+        : (values.broker ?? 'mqtt://127.0.0.1:1884');
+      if (values.serve) say(`MQTT broker (standing in for ChirpStack's Mosquitto) on ${url}`);
+      await e.connect(url);
+      say(`publishing ${values.encoding} up events on ${e.topic}`);
+      const tick = async () => {
+        await e.uplink();
+        say(`up event for ${values['dev-eui']}`);
+      };
+      const timer = setInterval(() => void tick().catch((err: unknown) => say(String(err))), intervalMs);
+      void tick();
+      stop = async () => {
+        clearInterval(timer);
+        await e.stop();
+      };
+      break;
+    }
+    default:
+      process.stderr.write(`${USAGE}\n`);
+      process.exit(2);
+  }
+  const shutdown = () => {
+    void Promise.resolve(stop()).then(() => process.exit(0));
+  };
+  process.on('SIGINT', shutdown);
+  process.on('SIGTERM', shutdown);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`emulator failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});
