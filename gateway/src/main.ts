@@ -4,7 +4,7 @@ import { Gateway } from './gateway.ts';
 import { createLogger } from './logger.ts';
 
 /**
- * `npm run gateway -- --config FILE [--check]`. With --check: validate the configuration, probe the
+ * `npm run gateway -- --config FILE [--check | --validate]`. --validate only checks the file. With --check: validate the configuration, probe the
  * buffer, the uplink and each collector, print what was found and exit 0 when all is well, 1 when
  * not. Without it: run until SIGTERM/SIGINT. A configuration error exits 2.
  */
@@ -13,11 +13,12 @@ async function main(): Promise<void> {
     options: {
       config: { type: 'string', short: 'c' },
       check: { type: 'boolean', default: false },
+      validate: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h' },
     },
   });
   if (values.help || !values.config) {
-    process.stdout.write('usage: npm run gateway -- --config FILE [--check]\n');
+    process.stdout.write('usage: npm run gateway -- --config FILE [--check | --validate]\n');
     process.exit(values.help ? 0 : 2);
   }
   let config: GatewayConfig;
@@ -29,6 +30,11 @@ async function main(): Promise<void> {
       process.exit(2);
     }
     throw err;
+  }
+
+  if (values.validate) {
+    process.stdout.write(`config ${config.file}: valid (gateway id ${config.gatewayId})\n`);
+    process.exit(0);
   }
 
   if (values.check) {
