@@ -1,3 +1,4 @@
+import { benchGateway, gatewayTable } from './gateway.ts';
 import { benchIngest, ingestTable } from './ingest.ts';
 import { printTable, writeResults } from './lib.ts';
 import { benchMqtt, mqttTable } from './mqtt.ts';
@@ -44,6 +45,11 @@ async function main(): Promise<void> {
       'MQTT bridge (QoS 1 over mutual TLS, PUBACK after commit; baselines without ingest)',
       ...mqttTable(rows),
     );
+  }
+  if (!only || only === 'gateway') {
+    const rows = await benchGateway();
+    results.gateway = rows;
+    printTable('Gateway (buffer, drain of a backlog to a local cloud, RSS)', ...gatewayTable(rows));
   }
   const file = writeResults('bench', results);
   console.log(`\nresults written to ${file}`);
