@@ -43,6 +43,15 @@ export function peerOf(client: Client | null): PeerCertificate | null {
 }
 
 /**
+ * Client ids are one namespace in aedes: a second connection with the same id takes the first over,
+ * session and queued messages included. Prefixing the id with the certificate's fingerprint in
+ * `preConnect` (before aedes reads it) keeps one bridge from taking over another's session.
+ */
+export function scopeClientId(packet: ConnectPacket, peer: PeerCertificate): void {
+  packet.clientId = `${peer.fingerprint.slice(0, 16)}/${packet.clientId}`;
+}
+
+/**
  * §2: a CONNECT that is not MQTT 5 gets CONNACK return code 1 "unacceptable protocol version" from
  * aedes' own version check when its version is made invalid here. Refusing in the hook instead
  * would close the socket without any CONNACK.

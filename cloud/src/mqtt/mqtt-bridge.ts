@@ -32,6 +32,7 @@ import {
   peerOf,
   refuseUnlessMqtt5,
   rememberPeer,
+  scopeClientId,
   stripWillDelay,
 } from './aedes-compat.ts';
 import { publishAnswerFor } from './reason-codes.ts';
@@ -110,6 +111,7 @@ export class MqttBridge implements BridgeConnections {
       preConnect: (client, packet, cb) => {
         const peer = rememberPeer(client);
         if (!peer) return cb(new Error('no verified client certificate'), false);
+        scopeClientId(packet, peer);
         if (refuseUnlessMqtt5(packet)) {
           log.info(
             { cn: peer.commonName, fingerprint: peer.fingerprint },
@@ -270,6 +272,7 @@ export class MqttBridge implements BridgeConnections {
 
   private track<T>(work: Promise<T>): Promise<T> {
     this.inFlight.add(work);
+    // The caller handles `work`'s rejection; this derived chain only does the bookkeeping.
     void work.finally(() => this.inFlight.delete(work)).catch(() => undefined);
     return work;
   }

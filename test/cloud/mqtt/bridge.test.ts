@@ -221,6 +221,26 @@ describe.each(DATABASES)('MQTT bridge on %s', (db) => {
       ).toBe(true);
     });
 
+    it("cannot take over another bridge's session by using its client id", async () => {
+      const other = await signUp(t, 'other@example.com');
+      const otherBundle = await createBridge(t, other.token, (await createSite(t, other.token)).id);
+      const mine = await connect(bundle, { clientId: 'gateway', clean: false });
+      await mine.subscribeAsync(`${root()}/+/cmd/#`, { qos: 1 });
+      const theirs = await connect(otherBundle, { clientId: 'gateway', clean: false });
+      expect(theirs.connected).toBe(true);
+      // Still connected and still subscribed: a command reaches the first bridge.
+      const fridge = await createDevice(t, user.token, siteId, {
+        local_id: 'fridge-1',
+        model: 'mqtt-generic',
+      });
+      const got = nextMessage(mine, () => true);
+      expect(
+        (await t.http.post(`/v1/devices/${fridge.id}/identify`, undefined, { token: user.token })).json,
+      ).toEqual({ status: 'sent' });
+      expect((await got).topic).toBe(`${root()}/fridge-1/cmd/identify`);
+      expect(mine.connected).toBe(true);
+    });
+
     it('refuses subscriptions outside the root, filter by filter', async () => {
       const c = await connect();
       expect(await subscribeCodes(c, [`${root()}/+/cmd/#`, 'service/#', '#'])).toEqual([1, 0x87, 0x87]);
