@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Intake } from './buffer/intake.ts';
 import { ReadingQueue } from './buffer/reading-queue.ts';
 import { systemClock, type Clock } from './clock.ts';
-import type { CheckResult, Collector, IdentifyResult } from './collector.ts';
+import type { CheckResult, Collector, CollectorDeps, IdentifyResult } from './collector.ts';
 import { createCollectors } from './collectors/index.ts';
 import type { GatewayConfig } from './config.ts';
 import type { Logger } from './logger.ts';
@@ -32,12 +32,13 @@ export class Gateway {
   readonly status = new GatewayStatus();
   readonly queue: ReadingQueue;
   readonly intake: Intake;
-  readonly collectors: Collector[];
+  collectors: Collector[] = [];
   readonly uplink: Uplink;
   private readonly log: Logger;
   private abort: AbortController | null = null;
   private statusTimer: NodeJS.Timeout | null = null;
   private stopping: Promise<void> | null = null;
+  private readonly collectorDeps: (name: string) => CollectorDeps;
 
   constructor(private readonly deps: { config: GatewayConfig; log: Logger; clock?: Clock }) {
     const { config, log } = deps;
@@ -49,12 +50,12 @@ export class Gateway {
       log: log.child({ module: 'buffer' }),
     });
     this.intake = new Intake({ queue: this.queue, clock, log: log.child({ module: 'intake' }) });
-    this.collectors = createCollectors(config, (name) => ({
+    this.collectorDeps = (name) => ({
       sink: this.intake,
       clock,
       log: log.child({ module: `collector:${name}` }),
       counters: this.status.collector(name),
-    }));
+    });
     this.uplink = new Uplink({
       config: config.uplink,
       gatewayId: config.gatewayId,
@@ -85,6 +86,7 @@ export class Gateway {
   async start(): Promise<void> {
     if (this.abort) return;
     this.abort = new AbortController();
+    this.collectors = await createCollectors(this.deps.config, this.collectorDeps);
     this.queue.open();
     for (const c of this.collectors) await c.start(this.abort.signal);
     this.uplink.start();
@@ -137,6 +139,7 @@ export class Gateway {
   async check(signal: AbortSignal): Promise<CheckReport> {
     const { config } = this.deps;
     const sections: CheckReport['sections'] = [];
+    this.collectors = await createCollectors(config, this.collectorDeps);
     try {
       this.queue.open();
       sections.push({

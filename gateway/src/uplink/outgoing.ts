@@ -23,13 +23,18 @@ interface WireMeasurement {
  * Messages keep the order of their first row.
  */
 export function buildMessages(rows: readonly QueuedMessage[], topicRoot: string): OutgoingMessage[] {
-  const out: OutgoingMessage[] = [];
   interface Group {
     message: OutgoingMessage;
     ts: number;
-    measurements: unknown[];
-    keys: Set<string>;
+    /** The rows' measurement arrays as stored (JSON text): most groups hold one and are never parsed. */
+    bodies: string[];
+    /** (type, label) keys and count, computed only once a second row wants to join. */
+    keys: Set<string> | null;
+    count: number;
   }
+  const keysOf = (body: string) =>
+    (JSON.parse(body) as WireMeasurement[]).map((m) => `${m.type}\u0000${m.label ?? ''}`);
+  const out: OutgoingMessage[] = [];
   const open = new Map<string, Group>();
   const groups: Group[] = [];
   for (const row of rows) {
@@ -43,19 +48,22 @@ export function buildMessages(rows: readonly QueuedMessage[], topicRoot: string)
       });
       continue;
     }
-    const measurements = JSON.parse(row.body) as WireMeasurement[];
     const groupKey = `${row.device}\u0000${row.ts}`;
     const group = open.get(groupKey);
-    const keys = measurements.map((m) => `${m.type}\u0000${m.label ?? ''}`);
-    if (
-      group &&
-      group.measurements.length + measurements.length <= MAX_MEASUREMENTS &&
-      !keys.some((k) => group.keys.has(k))
-    ) {
-      group.message.ids.push(row.id);
-      group.measurements.push(...measurements);
-      for (const k of keys) group.keys.add(k);
-      continue;
+    if (group) {
+      if (group.keys === null) {
+        const first = keysOf(group.bodies[0]!);
+        group.keys = new Set(first);
+        group.count = first.length;
+      }
+      const keys = keysOf(row.body);
+      if (group.count + keys.length <= MAX_MEASUREMENTS && !keys.some((k) => group.keys!.has(k))) {
+        group.message.ids.push(row.id);
+        group.bodies.push(row.body);
+        for (const k of keys) group.keys.add(k);
+        group.count += keys.length;
+        continue;
+      }
     }
     const message: OutgoingMessage = {
       ids: [row.id],
@@ -64,12 +72,14 @@ export function buildMessages(rows: readonly QueuedMessage[], topicRoot: string)
       retain: false,
     };
     out.push(message);
-    const created: Group = { message, ts: row.ts, measurements: [...measurements], keys: new Set(keys) };
+    const created: Group = { message, ts: row.ts, bodies: [row.body], keys: null, count: 0 };
     open.set(groupKey, created);
     groups.push(created);
   }
   for (const g of groups) {
-    g.message.payload = `{"ts":"${formatMicros(g.ts)}","measurements":${JSON.stringify(g.measurements)}}`;
+    const measurements =
+      g.bodies.length === 1 ? g.bodies[0]! : `[${g.bodies.map((b) => b.slice(1, -1)).join(',')}]`;
+    g.message.payload = `{"ts":"${formatMicros(g.ts)}","measurements":${measurements}}`;
   }
   return out;
 }
