@@ -1,0 +1,205 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import YAML from 'yaml';
+import { Cloud } from '../cloud/src/cloud.ts';
+import { loadConfig as loadCloudConfig } from '../cloud/src/config.ts';
+import { createLogger as createCloudLogger } from '../cloud/src/logger.ts';
+import type { ShellyHttpCollector } from '../gateway/src/collectors/shelly-http/shelly-http.collector.ts';
+import type { ShellyMqttCollector } from '../gateway/src/collectors/shelly-mqtt/shelly-mqtt.collector.ts';
+import { loadConfig as loadGatewayConfig } from '../gateway/src/config.ts';
+import { Gateway } from '../gateway/src/gateway.ts';
+import { createLogger as createGatewayLogger } from '../gateway/src/logger.ts';
+import { ChirpstackEmulator } from '../hardware/emulators/chirpstack.ts';
+import { SerialSensorEmulator } from '../hardware/emulators/serial-sensor.ts';
+import { ShellyHtGen1Emulator } from '../hardware/emulators/shelly-ht-gen1.ts';
+import { ShellyPlusHtEmulator } from '../hardware/emulators/shelly-plus-ht.ts';
+import { setUpAccount } from './bench/lib.ts';
+
+interface Device {
+  id: string;
+  local_id: string;
+  model: string;
+  online: boolean;
+}
+
+interface Sensor {
+  channel_id: string;
+  kind: string;
+  label: string | null;
+  unit: string;
+}
+
+/**
+ * `npm run demo`: a cloud (SQLite, HTTP and the MQTT bridge), a gateway connected to it with the
+ * bundle of POST /v1/bridges, and one of each emulated device (Shelly H&T Gen1 over HTTP, Shelly
+ * Plus H&T over MQTT, a serial sensor on a socat pseudo-terminal, a ChirpStack integration). Every
+ * reading the REST API returns (GET /v1/channels/{id}/measurements) is printed as it arrives.
+ * `--seconds N` stops after N seconds; `--interval S` sets the emulators' report interval.
+ */
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      seconds: { type: 'string' },
+      interval: { type: 'string', default: '3' },
+      port: { type: 'string', default: '0' },
+    },
+  });
+  const intervalMs = Number(values.interval) * 1000;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sensor-demo-'));
+  const say = (line: string) => process.stdout.write(`${line}\n`);
+
+  const cloudConfig = loadCloudConfig({
+    PORT: values.port,
+    HOST: '127.0.0.1',
+    MQTT_PORT: '0',
+    DATA_DIR: path.join(dir, 'cloud'),
+    LOG_LEVEL: 'warn',
+    RATE_LIMIT_MODE: 'warn',
+  });
+  const cloud = new Cloud({
+    config: cloudConfig,
+    log: createCloudLogger('warn', process.stderr),
+    mqttListenPort: 0,
+  });
+  await cloud.start();
+  say(`cloud: ${cloud.url} (MQTT bridge on mqtts://127.0.0.1:${cloud.mqttPort}), data in ${dir}`);
+
+  const account = await setUpAccount(cloud.url, cloudConfig.dataDir, 0);
+  const api = async <T = Record<string, string>>(method: string, p: string, body?: unknown): Promise<T> => {
+    const res = await fetch(`${cloud.url}${p}`, {
+      method,
+      headers: { authorization: `Bearer ${account.token}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const json = (await res.json()) as T;
+    if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+  const bundle = await api('POST', '/v1/bridges', { site_id: account.siteId, name: 'Demo Pi' });
+  say(
+    `signed up bench@example.com; site ${account.siteId}; bridge ${bundle.id} (topic root ${bundle.topic_root})`,
+  );
+  say(`API token for your own calls: ${account.token}`);
+
+  const gwDir = path.join(dir, 'gateway');
+  fs.mkdirSync(gwDir, { recursive: true });
+  fs.writeFileSync(
+    path.join(gwDir, 'bridge.json'),
+    JSON.stringify({ ...bundle, mqtt_url: `mqtts://127.0.0.1:${cloud.mqttPort}` }),
+  );
+  const chirpstack = new ChirpstackEmulator({ devEui: 'a84041000181c0de', intervalMs });
+  const chirpstackUrl = await chirpstack.serveBroker();
+  let haveSocat = true;
+  try {
+    execFileSync('socat', ['-V'], { stdio: 'ignore' });
+  } catch {
+    haveSocat = false;
+    say('socat is not installed (apt-get install socat): the serial sensor is left out');
+  }
+  const serial = new SerialSensorEmulator({
+    sensorPath: path.join(dir, 'sensor-end'),
+    gatewayPath: path.join(dir, 'ttyEMU0'),
+    intervalMs,
+  });
+  if (haveSocat) await serial.plug();
+  fs.writeFileSync(
+    path.join(gwDir, 'gateway.yaml'),
+    YAML.stringify({
+      gateway: { id: 'gw-demo', data_dir: './data', log_level: 'warn', status_interval_s: 30 },
+      uplink: { bundle: './bridge.json', reconnect_min_ms: 500, reconnect_max_ms: 5000 },
+      collectors: {
+        shelly_http: { host: '127.0.0.1', port: 0 },
+        shelly_mqtt: { host: '127.0.0.1', port: 0 },
+        ...(haveSocat
+          ? { serial: { ports: [{ path: serial.gatewayPath, device: 'cellar-probe', format: 'kv' }] } }
+          : {}),
+        chirpstack: { url: chirpstackUrl, devices: { a84041000181c0de: { model: 'cayenne-lpp' } } },
+      },
+    }),
+  );
+  const gateway = new Gateway({
+    config: loadGatewayConfig(path.join(gwDir, 'gateway.yaml')),
+    log: createGatewayLogger('warn', process.stderr),
+  });
+  await gateway.start();
+  const httpPort = gateway.collector<ShellyHttpCollector>('shelly-http').port;
+  const mqttPort = gateway.collector<ShellyMqttCollector>('shelly-mqtt').port;
+  say(
+    `gateway: Shelly HTTP on 127.0.0.1:${httpPort}, Shelly MQTT on 127.0.0.1:${mqttPort}, ChirpStack broker ${chirpstackUrl}${haveSocat ? `, serial ${serial.gatewayPath}` : ''}`,
+  );
+
+  const gen1 = new ShellyHtGen1Emulator({
+    url: `http://127.0.0.1:${httpPort}/`,
+    id: 'shellyht-EE45E9',
+    intervalMs,
+  });
+  const plus = new ShellyPlusHtEmulator({
+    brokerUrl: `mqtt://127.0.0.1:${mqttPort}`,
+    id: 'shellyplusht-08b61fcb7f3c',
+    intervalMs,
+  });
+  await plus.connect();
+  await chirpstack.connect(chirpstackUrl);
+  gen1.start();
+  plus.start();
+  chirpstack.start();
+  if (haveSocat) serial.start();
+  say('devices reporting; readings as the REST API returns them:\n');
+
+  // Print every new point of every channel of the site, as GET /v1/channels/{id}/measurements returns it.
+  const seen = new Map<string, string>();
+  const since = new Date(Date.now() - 3600_000).toISOString();
+  const poll = async () => {
+    const devices = (await api<{ data: Device[] }>('GET', `/v1/devices?site_id=${account.siteId}&limit=500`))
+      .data;
+    for (const d of devices) {
+      for (const s of (await api<{ data: Sensor[] }>('GET', `/v1/devices/${d.id}/sensors`)).data) {
+        const from = seen.get(s.channel_id) ?? since;
+        const points = (
+          await api(
+            'GET',
+            `/v1/channels/${s.channel_id}/measurements?from=${encodeURIComponent(from)}&limit=500`,
+          )
+        ).data as { ts: string; value: number }[];
+        for (const p of points) {
+          if (p.ts === seen.get(s.channel_id)) continue;
+          say(
+            `${p.ts}  ${d.local_id.padEnd(26)} ${s.kind.padEnd(12)}${s.label ? `[${s.label}]` : ''} ${p.value} ${s.unit}  (${d.model}${d.online ? ', online' : ''})`,
+          );
+        }
+        if (points.length) seen.set(s.channel_id, points[points.length - 1]!.ts);
+      }
+    }
+  };
+  const timer = setInterval(
+    () => void poll().catch((err: unknown) => say(`poll failed: ${String(err)}`)),
+    2000,
+  );
+
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    clearInterval(timer);
+    gen1.stop();
+    await plus.disconnect();
+    await serial.stop();
+    await chirpstack.stop();
+    await gateway.stop();
+    await cloud.stop();
+    say(`\nstopped. gateway status: ${JSON.stringify(gateway.status.snapshot().collectors)}`);
+    fs.rmSync(dir, { recursive: true, force: true });
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop());
+  process.on('SIGTERM', () => void stop());
+  if (values.seconds) setTimeout(() => void stop(), Number(values.seconds) * 1000);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`demo failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});
