@@ -46,7 +46,7 @@ async function load(
   port: number,
   bundle: Bundle,
   topics: string[],
-): Promise<{ perSec: number; failed: number }> {
+): Promise<{ perSec: number; failed: number; reasons: Record<string, number> }> {
   const clients: MqttClient[] = [];
   for (let i = 0; i < PUBLISHERS; i++) {
     clients.push(
@@ -62,6 +62,7 @@ async function load(
   let counting = false;
   let acked = 0;
   let failed = 0;
+  const reasons: Record<string, number> = {};
   let stopAt = Number.POSITIVE_INFINITY;
   const running = clients.map(
     (client, c) =>
@@ -75,11 +76,16 @@ async function load(
           }
           outstanding++;
           const topic = topics[(c * WINDOW + n++) % topics.length]!;
-          client.publish(topic, payload, { qos: 1 }, (err) => {
+          client.publish(topic, payload, { qos: 1 }, (err, packet) => {
             outstanding--;
             if (counting) {
-              if (err) failed++;
-              else acked++;
+              if (err) {
+                failed++;
+                const reason = (packet as { properties?: { reasonString?: string } } | undefined)?.properties
+                  ?.reasonString;
+                const key = `${String((err as { code?: unknown }).code)} ${reason ?? err.message}`;
+                reasons[key] = (reasons[key] ?? 0) + 1;
+              } else acked++;
             }
             next();
           });
@@ -96,7 +102,8 @@ async function load(
   stopAt = Date.now();
   await Promise.all(running);
   for (const client of clients) await client.endAsync();
-  return { perSec: acked / elapsed, failed };
+  if (failed > 0) console.log(`failed publishes on port ${port}:`, reasons);
+  return { perSec: acked / elapsed, failed, reasons };
 }
 
 function peakRss(pid: number): number {
