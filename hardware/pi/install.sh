@@ -37,7 +37,7 @@ rsync -a --delete --exclude node_modules --exclude data --exclude .git \
 cat > "$APP/run-gateway" <<'RUN'
 #!/bin/sh
 # Starts the gateway as `npm run gateway -- "$@"` does (--check probes everything, --validate only the file).
-cd /opt/sensor-gateway && exec node --import tsx gateway/src/main.ts "$@"
+cd /opt/sensor-gateway && exec node --max-old-space-size=64 --max-semi-space-size=2 --import tsx gateway/src/main.ts "$@"
 RUN
 chmod 0755 "$APP/run-gateway"
 

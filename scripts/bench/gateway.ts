@@ -140,9 +140,18 @@ export async function benchGateway(): Promise<GatewayBenchRow[]> {
         }),
       );
       process.stdout.write(`gateway: draining ${READINGS} readings to a local cloud (SQLite)...\n`);
+      // The same V8 limits as `npm run gateway` and the systemd unit (package.json "gateway").
       const child = spawn(
         process.execPath,
-        ['--import', 'tsx', 'gateway/src/main.ts', '--config', path.join(gwDir, 'gateway.yaml')],
+        [
+          '--max-old-space-size=64',
+          '--max-semi-space-size=2',
+          '--import',
+          'tsx',
+          'gateway/src/main.ts',
+          '--config',
+          path.join(gwDir, 'gateway.yaml'),
+        ],
         {
           cwd: ROOT,
           env: { PATH: process.env.PATH },
