@@ -330,6 +330,116 @@ export async function benchReads(
   return { reads, exports };
 }
 
+export interface RollupCostRow {
+  target: string;
+  step: string;
+  medianGroupMs: number;
+  measurementsPerSec: number;
+  overhead: string;
+}
+
+/**
+ * What the rollup step costs ingest: the same ingest groups (100 requests × 32 measurements over
+ * 1,600 channels, one second apart) committed with the store's own statements, with and without
+ * `upsertRollups`, alternating in blocks on one database so both see the same table sizes. HTTP is
+ * left out: it is the same for both and only adds noise (the wrk benchmark above covers it).
+ */
+export async function benchRollupCost(postgresUrl: string | null): Promise<RollupCostRow[]> {
+  const rows: RollupCostRow[] = [];
+  const targets: Target[] = [
+    {
+      name: 'SQLite',
+      setUp: async (dataDir) => ({
+        url: `sqlite:${path.join(dataDir, 'cloud.db')}`,
+        env: {},
+        cleanup: async () => fs.rmSync(dataDir, { recursive: true, force: true }),
+      }),
+    },
+  ];
+  if (postgresUrl) {
+    targets.push({
+      name: 'PostgreSQL',
+      setUp: async (dataDir) => {
+        const db = await throwawayPostgres(postgresUrl);
+        return {
+          url: db.url,
+          env: {},
+          cleanup: async () => {
+            await db.drop();
+            fs.rmSync(dataDir, { recursive: true, force: true });
+          },
+        };
+      },
+    });
+  }
+  const CHANNELS = 1600;
+  const PER_GROUP = 3200;
+  const BLOCKS = 10;
+  const GROUPS_PER_BLOCK = 15;
+  for (const target of targets) {
+    const dataDir = tempDir('bench-rollup-cost-');
+    const { url, cleanup } = await target.setUp(dataDir);
+    const database = await openDatabase(url);
+    const store = storeFor(database);
+    try {
+      // A group as 100 requests arrive: 50 devices of 32 channels, each request its own ts.
+      let request = 0;
+      const group = (): MeasurementRow[] => {
+        const points: MeasurementRow[] = [];
+        for (let r = 0; r < PER_GROUP / 32; r++, request++) {
+          const device = request % (CHANNELS / 32);
+          const ts = YEAR_START + request * 20_000;
+          for (let c = 0; c < 32; c++)
+            points.push({ sensorSeq: 1 + device * 32 + c, ts, value: ((request + c) % 1000) / 10 });
+        }
+        return points;
+      };
+      const times: Record<'raw' | 'rollups', number[]> = { raw: [], rollups: [] };
+      for (let block = 0; block < BLOCKS * 2; block++) {
+        const mode = block % 2 === 0 ? 'raw' : 'rollups';
+        for (let g = 0; g < GROUPS_PER_BLOCK; g++) {
+          const points = group();
+          const started = performance.now();
+          await store.transaction(async (tx) => {
+            const written = await tx.insertMeasurements(points);
+            if (mode === 'rollups')
+              await tx.upsertRollups(rollupDeltas(points.filter((_p, i) => written[i])));
+          });
+          times[mode].push(performance.now() - started);
+        }
+      }
+      const raw = median(times.raw);
+      for (const mode of ['raw', 'rollups'] as const) {
+        const ms = median(times[mode]);
+        rows.push({
+          target: target.name,
+          step: mode === 'raw' ? 'measurements only (before)' : 'measurements + rollups (after)',
+          medianGroupMs: Math.round(ms * 100) / 100,
+          measurementsPerSec: Math.round((PER_GROUP / ms) * 1000),
+          overhead: mode === 'raw' ? '' : `+${Math.round(((ms - raw) / raw) * 100)}%`,
+        });
+      }
+    } finally {
+      await database.close();
+      await cleanup();
+    }
+  }
+  return rows;
+}
+
+export function rollupCostTable(rows: RollupCostRow[]): [string[], (string | number)[][]] {
+  return [
+    [
+      'target',
+      'ingest group (3,200 measurements, 1,600 channels), one transaction',
+      'median ms',
+      'measurements/s',
+      'cost',
+    ],
+    rows.map((r) => [r.target, r.step, r.medianGroupMs, r.measurementsPerSec, r.overhead]),
+  ];
+}
+
 export function readsTable(rows: ReadRow[]): [string[], (string | number)[][]] {
   return [
     [

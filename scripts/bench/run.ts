@@ -2,7 +2,7 @@ import { benchGateway, gatewayTable } from './gateway.ts';
 import { benchIngest, ingestTable } from './ingest.ts';
 import { printTable, writeResults } from './lib.ts';
 import { benchMqtt, mqttTable } from './mqtt.ts';
-import { benchReads, exportTable, readsTable } from './reads.ts';
+import { benchReads, benchRollupCost, exportTable, readsTable, rollupCostTable } from './reads.ts';
 
 /**
  * `npm run bench`: every benchmark, each against its baseline measured in the same run.
@@ -24,6 +24,11 @@ async function main(): Promise<void> {
     const rows = await benchIngest(postgres === 'none' ? null : postgres);
     results.ingest = rows;
     printTable('Ingest (POST /v1/ingest, keep-alive)', ...ingestTable(rows));
+  }
+  if (!only || only === 'rollup-cost') {
+    const rows = await benchRollupCost(postgres === 'none' ? null : postgres);
+    results.rollupCost = rows;
+    printTable('Rollup step cost at ingest (same groups, with and without it)', ...rollupCostTable(rows));
   }
   if (!only || only === 'reads') {
     const { reads, exports } = await benchReads(postgres === 'none' ? null : postgres);

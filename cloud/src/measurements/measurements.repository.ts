@@ -175,18 +175,18 @@ export class MeasurementsRepository {
   }
 
   /**
-   * The start of the first minute in `[from, to)` (from rounded down to its minute) that holds data:
-   * every written point has a per-minute rollup, so this finds the next data without scanning raw
-   * rows, and lets sparse ranges skip their empty stretches.
+   * The start of the first hour in `[fromHour, to)` that holds data: every written point has an
+   * hourly rollup, so this finds the next data without scanning raw rows, and lets sparse ranges
+   * skip their empty stretches.
    */
-  async nextDataMinute(db: Db, seq: number, fromMinute: number, to: number): Promise<number | null> {
+  async nextDataHour(db: Db, seq: number, fromHour: number, to: number): Promise<number | null> {
     const row = await db
       .selectFrom('measurement_rollups')
       .select('bucket')
       .where('grp', '=', measurementGroup(seq))
-      .where('res', '=', 60)
+      .where('res', '=', 3600)
       .where('sensor_seq', '=', seq)
-      .where('bucket', '>=', fromMinute)
+      .where('bucket', '>=', fromHour)
       .where('bucket', '<', to)
       .orderBy('bucket')
       .limit(1)

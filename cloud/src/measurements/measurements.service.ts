@@ -1,4 +1,4 @@
-import { MICROS_PER_MINUTE } from '../../../shared/time.ts';
+import { MICROS_PER_HOUR } from '../../../shared/time.ts';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { notFound } from '../errors.ts';
@@ -115,7 +115,7 @@ export class MeasurementsService {
     const width = q.width!;
     let pos = q.from;
     while (pos < q.to) {
-      const next = await measurements.nextDataMinute(db, seq, bucketStart(pos, MICROS_PER_MINUTE), q.to);
+      const next = await measurements.nextDataHour(db, seq, bucketStart(pos, MICROS_PER_HOUR), q.to);
       if (next === null) return;
       const windowStart = Math.max(pos, bucketStart(next, width));
       const windowEnd = Math.min(q.to, bucketStart(windowStart, width) + chunk * width);

@@ -1,8 +1,8 @@
 import { MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_MINUTE } from '../../../shared/time.ts';
-import { measurementGroup } from '../storage/layout.ts';
+import { MEASUREMENT_GROUP_SHIFT } from '../storage/layout.ts';
 
 /**
- * Rollups: per-minute, per-hour and per-day aggregates of each channel, kept by ingest in the same
+ * Rollups: per-hour and per-day aggregates of each channel, kept by ingest in the same
  * transaction as the raw rows (`measurement_rollups`). A long aggregated read combines these instead
  * of scanning raw rows; an aggregate over any range is the merge of the rollups that tile its aligned
  * middle and of finer rollups or raw points at its edges (`tile`), so answers are exact.
@@ -11,8 +11,13 @@ import { measurementGroup } from '../storage/layout.ts';
  * "Measurements (read)"): the bucket of `ts` at width `w` starts at `floor(ts / w) * w`.
  */
 
-/** Rollup levels, coarsest first, as bucket widths in seconds (the `res` column). */
-export const ROLLUP_LEVELS = [86_400, 3_600, 60] as const;
+/**
+ * Rollup levels, coarsest first, as bucket widths in seconds (the `res` column). There is no
+ * per-minute level: at the usual cadence (a reading a minute or less) it is as large as the raw data
+ * and cost ingest as much as the raw insert itself (docs/design/reads.md); 1m to 15m buckets and the
+ * sub-hour edges of a range are read from raw rows.
+ */
+export const ROLLUP_LEVELS = [86_400, 3_600] as const;
 export type RollupRes = (typeof ROLLUP_LEVELS)[number];
 
 export const AGG_WIDTHS = {
@@ -139,19 +144,39 @@ export function evaluate(fn: AggFn, a: Aggregate): number {
 export function rollupDeltas(
   points: Iterable<{ sensorSeq: number; ts: number; value: number }>,
 ): RollupDelta[] {
-  const byKey = new Map<string, RollupDelta>();
+  // Level → bucket → channel: number keys only (this runs for every ingest group).
+  const levels = ROLLUP_LEVELS.map(() => new Map<number, Map<number, RollupDelta>>());
+  const out: RollupDelta[] = [];
   for (const p of points) {
-    for (const res of ROLLUP_LEVELS) {
+    for (let l = 0; l < ROLLUP_LEVELS.length; l++) {
+      const res = ROLLUP_LEVELS[l]!;
       const bucket = bucketStart(p.ts, resMicros(res));
-      const key = `${p.sensorSeq}:${res}:${bucket}`;
-      const found = byKey.get(key);
-      if (found) mergeInto(found, pointAggregate(p.ts, p.value));
-      else byKey.set(key, { sensorSeq: p.sensorSeq, res, bucket, ...pointAggregate(p.ts, p.value) });
+      let channels = levels[l]!.get(bucket);
+      if (!channels) levels[l]!.set(bucket, (channels = new Map<number, RollupDelta>()));
+      const found = channels.get(p.sensorSeq);
+      if (!found) {
+        const delta = { sensorSeq: p.sensorSeq, res, bucket, ...pointAggregate(p.ts, p.value) };
+        channels.set(p.sensorSeq, delta);
+        out.push(delta);
+        continue;
+      }
+      found.n += 1;
+      found.total += p.value;
+      if (p.value < found.lo) found.lo = p.value;
+      if (p.value > found.hi) found.hi = p.value;
+      if (p.ts < found.firstTs) {
+        found.firstTs = p.ts;
+        found.firstValue = p.value;
+      }
+      if (p.ts > found.lastTs) {
+        found.lastTs = p.ts;
+        found.lastValue = p.value;
+      }
     }
   }
-  return [...byKey.values()].sort(
+  return out.sort(
     (a, b) =>
-      measurementGroup(a.sensorSeq) - measurementGroup(b.sensorSeq) ||
+      (a.sensorSeq >> MEASUREMENT_GROUP_SHIFT) - (b.sensorSeq >> MEASUREMENT_GROUP_SHIFT) ||
       a.res - b.res ||
       a.bucket - b.bucket ||
       a.sensorSeq - b.sensorSeq,
@@ -167,8 +192,8 @@ export interface Tile {
 
 /**
  * Splits `[from, to)` into pieces each read from the coarsest source that covers it exactly: whole
- * days from daily rollups, whole hours at the edges from hourly ones, whole minutes from per-minute
- * ones, and the sub-minute edges from raw points. Only levels no wider than the target bucket width
+ * days from daily rollups, whole hours at the edges from hourly ones, and the sub-hour edges from
+ * raw points. Only levels no wider than the target bucket width
  * are used (a 5-minute bucket cannot be read from hourly rollups), and every level width divides
  * every wider aggregate width, so no tile straddles two target buckets.
  */

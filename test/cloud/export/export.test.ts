@@ -129,6 +129,88 @@ describe.each(DATABASES)('POST /v1/accounts/me/export on %s', (db) => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
+  it('writes every alarm event of the account to events.csv, withdrawn ones left out', async () => {
+    await start();
+    const site = await createSite(t, user.token);
+    const device = await createDevice(t, user.token, site.id);
+    const channelId = await ingestHttp(t, device, [{ ts: NOW - 90 * MINUTE, value: 4 }]);
+    const sensor = await t.cloud.services.db
+      .selectFrom('sensors')
+      .selectAll()
+      .where('channel_id', '=', channelId)
+      .executeTakeFirstOrThrow();
+    const event = (id: string, startedAt: number, more: Record<string, unknown> = {}) => ({
+      id,
+      account_id: user.accountId,
+      site_id: site.id,
+      device_id: device.id,
+      sensor_id: sensor.id,
+      channel_id: channelId,
+      sensor_seq: sensor.seq,
+      kind: 'threshold_high' as const,
+      started_at: startedAt,
+      alarm_at: startedAt + 30 * MINUTE,
+      ended_at: null,
+      ok_min: 0,
+      ok_max: 5,
+      peak_value: 9,
+      silenced: 0,
+      acknowledged_at: null,
+      acknowledged_by: null,
+      ack_note: null,
+      withdrawn_at: null,
+      notified_open_at: null,
+      notified_resolved_at: null,
+      created_at: startedAt,
+      updated_at: startedAt,
+      ...more,
+    });
+    await t.cloud.services.db
+      .insertInto('alarm_events')
+      .values([
+        event('evt_open', NOW - 90 * MINUTE),
+        event('evt_done', NOW - 300 * MINUTE, {
+          ended_at: NOW - 200 * MINUTE,
+          silenced: 1,
+          acknowledged_at: NOW - 100 * MINUTE,
+          acknowledged_by: user.userId,
+          ack_note: 'door left open, "closed" it',
+        }),
+        event('evt_gone', NOW - 400 * MINUTE, { withdrawn_at: NOW - 10 * MINUTE }),
+      ])
+      .execute();
+    const { dir } = await downloadExport(t, user.token);
+    expect(csv(dir, 'events.csv')).toEqual([
+      {
+        id: 'evt_done',
+        kind: 'threshold_high',
+        state: 'resolved',
+        sensor_id: sensor.id,
+        channel_id: channelId,
+        device_id: device.id,
+        site_id: site.id,
+        started_at: '2026-03-10T07:00:00Z',
+        alarm_at: '2026-03-10T07:30:00Z',
+        ended_at: '2026-03-10T08:40:00Z',
+        ok_min: '0',
+        ok_max: '5',
+        peak_value: '9',
+        silenced: 'true',
+        acknowledged_at: '2026-03-10T10:20:00Z',
+        acknowledged_by: user.userId,
+        ack_note: 'door left open, "closed" it',
+      },
+      expect.objectContaining({
+        id: 'evt_open',
+        state: 'open',
+        ended_at: '',
+        silenced: 'false',
+        ack_note: '',
+      }),
+    ]);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
   it('exports an account with no data as CSV headers only', async () => {
     await start();
     const { dir } = await downloadExport(t, user.token);

@@ -15,6 +15,8 @@ interface World {
     deviceId: string;
     deviceToken: string;
     sensorId: string;
+    /** The channel of A's sensor (measurement reads). */
+    channelId: string;
     tokenId: string;
     /** A's alarm event, silence window and outbound webhook (rule engine routes). */
     eventId: string;
@@ -149,6 +151,23 @@ const PROBES: Record<string, RouteProbe> = {
   'DELETE /v1/bridges/:bridge_id': {
     call: ({ t, a }, auth) => t.http.delete(`/v1/bridges/${a.bridgeId}`, auth),
     asOutsider: notFound('bridge_not_found'),
+  },
+  'POST /v1/devices/:device_id/move': {
+    call: ({ t, a }, auth) =>
+      t.http.post(`/v1/devices/${a.deviceId}/move`, { to_site_id: a.siteId, effective_at: '2026-01-05T10:00:00Z' }, auth),
+    asOutsider: notFound('device_not_found'),
+  },
+  'GET /v1/channels/:channel_id/measurements': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/channels/${a.channelId}/measurements`, auth),
+    asOutsider: notFound('channel_not_found'),
+  },
+  'GET /v1/measurements': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/measurements?channel_ids=${a.channelId}`, auth),
+    asOutsider: notFound('channel_not_found'),
+  },
+  'POST /v1/accounts/me/export': {
+    call: ({ t }, auth) => t.http.post('/v1/accounts/me/export', undefined, auth),
+    asOutsider: ownOnly(200),
   },
   'GET /v1/devices/:device_id/sensors': {
     call: ({ t, a }, auth) => t.http.get(`/v1/devices/${a.deviceId}/sensors`, auth),
@@ -311,6 +330,7 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
         deviceId: device.id,
         deviceToken: device.ingest_token,
         sensorId: sensor.id,
+        channelId: sensor.channel_id,
         tokenId: token.json.id,
         eventId,
         silenceId: silence.json.id,

@@ -3,8 +3,9 @@ import type { Migration } from './index.ts';
 /**
  * Measurement reads (issue 5): rollups maintained at ingest, and the history of device moves.
  *
- * `measurement_rollups` holds per-minute, per-hour and per-day aggregates of each channel
- * (`res` is the bucket width in seconds: 60, 3600, 86400). Its key starts with the channel group like
+ * `measurement_rollups` holds per-hour and per-day aggregates of each channel (`res` is the
+ * bucket width in seconds: 3600, 86400). On PostgreSQL pages keep 30% free so the upsert of a
+ * current bucket can stay a HOT update (no new index entry). Its key starts with the channel group like
  * `measurements` (storage/layout.ts): the current buckets of the 16 channels of a group sit side by
  * side, so one ingest commit dirties about one page per group and level, not one per channel.
  * `first_ts`/`last_ts` are kept so late data can replace the first or last value of a bucket.
@@ -48,9 +49,9 @@ export const reads: Migration = {
        first_value DOUBLE PRECISION NOT NULL,
        last_ts BIGINT NOT NULL,
        last_value DOUBLE PRECISION NOT NULL,
-       PRIMARY KEY (grp, res, bucket, sensor_seq))${d.dialect === 'sqlite' ? ' WITHOUT ROWID' : ''}`,
+       PRIMARY KEY (grp, res, bucket, sensor_seq))${d.dialect === 'sqlite' ? ' WITHOUT ROWID' : ' WITH (fillfactor = 70)'}`,
     // Rollups of the measurements stored before this migration (none on a new install).
-    ...[60, 3600, 86400].map((res) => backfill(res)),
+    ...[3600, 86400].map((res) => backfill(res)),
     `CREATE TABLE device_moves (
        id TEXT PRIMARY KEY,
        account_id TEXT NOT NULL REFERENCES accounts(id),
