@@ -154,7 +154,11 @@ const PROBES: Record<string, RouteProbe> = {
   },
   'POST /v1/devices/:device_id/move': {
     call: ({ t, a }, auth) =>
-      t.http.post(`/v1/devices/${a.deviceId}/move`, { to_site_id: a.siteId, effective_at: '2026-01-05T10:00:00Z' }, auth),
+      t.http.post(
+        `/v1/devices/${a.deviceId}/move`,
+        { to_site_id: a.siteId, effective_at: '2026-01-05T10:00:00Z' },
+        auth,
+      ),
     asOutsider: notFound('device_not_found'),
   },
   'GET /v1/channels/:channel_id/measurements': {
