@@ -159,11 +159,11 @@ async function main(): Promise<void> {
       for (const s of (await api<{ data: Sensor[] }>('GET', `/v1/devices/${d.id}/sensors`)).data) {
         const from = seen.get(s.channel_id) ?? since;
         const points = (
-          await api(
+          await api<{ data: { ts: string; value: number }[] }>(
             'GET',
             `/v1/channels/${s.channel_id}/measurements?from=${encodeURIComponent(from)}&limit=500`,
           )
-        ).data as { ts: string; value: number }[];
+        ).data;
         for (const p of points) {
           if (p.ts === seen.get(s.channel_id)) continue;
           say(
