@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { ShellyHttpCollector } from '../../gateway/src/collectors/shelly-http/shelly-http.collector.ts';
 import type { ShellyMqttCollector } from '../../gateway/src/collectors/shelly-mqtt/shelly-mqtt.collector.ts';
+import { GATEWAY_VERSION } from '../../gateway/src/gateway.ts';
 import { ChirpstackEmulator } from '../../hardware/emulators/chirpstack.ts';
 import { SerialSensorEmulator } from '../../hardware/emulators/serial-sensor.ts';
 import { ShellyHtGen1Emulator } from '../../hardware/emulators/shelly-ht-gen1.ts';
@@ -95,7 +96,7 @@ describe('gateway to cloud, every hop real', () => {
       return d?.online === true ? d : null;
     }, 'the gateway device, online');
     expect(device.model).toBe('gateway-pi');
-    expect(device.fw_version).toBe('0.1.0');
+    expect(device.fw_version).toBe(GATEWAY_VERSION);
   });
 
   it('Shelly H&T Gen1 URL actions reach the cloud with their values', async () => {
