@@ -1,11 +1,11 @@
 import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ZipArchive } from 'archiver';
-import { stringify } from 'csv-stringify/sync';
 import { formatMicros, formatSeconds, formatSecondsOrNull } from '../../../shared/time.ts';
 import type { Clock } from '../clock.ts';
 import type { DeviceMoves } from '../devices/moves.ts';
 import type { MeasurementsRepository } from '../measurements/measurements.repository.ts';
+import { csvLines } from '../measurements/csv.ts';
 import type { MeasurementsService } from '../measurements/measurements.service.ts';
 import { retentionCutoff } from '../retention/retention.ts';
 import type { Config } from '../config.ts';
@@ -73,13 +73,13 @@ export const EXPORT_COLUMNS: Record<'measurements.csv' | 'events.csv' | 'audit.c
 
 /**
  * A CSV entry read lazily: each page of rows is fetched only when the archive wants more bytes, and
- * turned into CSV text by csv-stringify a page at a time.
+ * turned into CSV text a page at a time.
  */
 function csvEntry(name: keyof typeof EXPORT_COLUMNS, pages: AsyncIterable<unknown[][]>): Readable {
   return Readable.from(
     (async function* () {
-      yield stringify([], { header: true, columns: EXPORT_COLUMNS[name].map((c) => c.name) });
-      for await (const rows of pages) yield stringify(rows);
+      yield csvLines([EXPORT_COLUMNS[name].map((c) => c.name)]);
+      for await (const rows of pages) yield csvLines(rows);
     })(),
     { objectMode: false },
   );
@@ -99,7 +99,7 @@ async function* keyset<R>(
 }
 
 /**
- * `POST /v1/accounts/me/export`: one ZIP streamed as it is built (archiver, csv-stringify), with
+ * `POST /v1/accounts/me/export`: one ZIP streamed as it is built (archiver, papaparse), with
  * measurements.csv, events.csv, audit.csv and meta.json at the archive's root. Every table is read
  * in pages and the archive is written with backpressure, so memory stays flat however large the
  * account. The export is not a snapshot: rows written while it runs may or may not be in it.

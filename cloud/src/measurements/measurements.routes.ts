@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { stringify } from 'csv-stringify/sync';
+
 import type { Response } from 'express';
 import { z } from 'zod';
 import { MICROS_PER_DAY, formatMicros } from '../../../shared/time.ts';
@@ -11,6 +11,7 @@ import { DEFAULT_LIMIT, MAX_LIMIT, decodeCursor, encodeCursor } from '../http/pa
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
 import type { Services } from '../services.ts';
+import { csvLines } from './csv.ts';
 import type { Point, SeriesQuery } from './measurements.service.ts';
 import { AGG_FNS, AGG_WIDTHS, type Agg } from './rollups.ts';
 
@@ -71,7 +72,7 @@ function pointView(p: Point) {
 
 /**
  * `text/csv` with the header `ts,value`, every point of the range, written chunk by chunk as it is
- * read (csv-stringify on each chunk; `pipeline` waits for the socket when it is slow).
+ * read (`csvLines` on each chunk; `pipeline` waits for the socket when it is slow).
  */
 async function sendCsv(ctx: RequestContext, res: Response, name: string, chunks: AsyncIterable<Point[]>) {
   res.status(200).set({
@@ -80,8 +81,8 @@ async function sendCsv(ctx: RequestContext, res: Response, name: string, chunks:
   });
   const text = Readable.from(
     (async function* () {
-      yield stringify([], { header: true, columns: ['ts', 'value'] });
-      for await (const chunk of chunks) yield stringify(chunk.map((p) => [formatMicros(p.ts), p.value]));
+      yield csvLines([['ts', 'value']]);
+      for await (const chunk of chunks) yield csvLines(chunk.map((p) => [formatMicros(p.ts), p.value]));
     })(),
     { objectMode: false },
   );
