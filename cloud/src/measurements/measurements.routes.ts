@@ -27,7 +27,10 @@ const seriesFields = {
 };
 
 const ChannelQuery = z.object({ ...seriesFields, format: z.enum(['json', 'csv']).optional() });
-const ManyQuery = z.object({ ...seriesFields, channel_ids: z.string().optional() });
+const ManyQuery = z.object({
+  ...seriesFields,
+  channel_ids: z.union([z.string(), z.array(z.string())]).optional(),
+});
 
 type SeriesInput = z.output<z.ZodObject<typeof seriesFields>>;
 
@@ -155,7 +158,9 @@ export function measurementRoutes(s: Services): RouteDef[] {
       errors: readErrors,
       handler: async (req) => {
         const user = userOf(req.ctx);
-        const raw = typeof req.query.channel_ids === 'string' ? req.query.channel_ids : '';
+        // `channel_ids=a,b` or, as some clients send lists, `channel_ids=a&channel_ids=b`.
+        const given: unknown = req.query.channel_ids;
+        const raw = Array.isArray(given) ? given.join(',') : typeof given === 'string' ? given : '';
         const ids = [...new Set(raw.split(',').map((id) => id.trim()))].filter((id) => id.length > 0);
         if (ids.length === 0 || ids.length > MAX_CHANNELS) {
           throw new InvalidRequest('invalid_request', `channel_ids must name 1 to ${MAX_CHANNELS} channels`, [

@@ -46,6 +46,8 @@ describe.each(DATABASES)('GET /v1/measurements on %s', (db) => {
       has_more: { [a]: false, [b]: false },
       next_cursor: { [a]: null, [b]: null },
     });
+    const repeated = await get(`/v1/measurements?channel_ids=${a}&channel_ids=${b}&agg=1h`);
+    expect(Object.keys(repeated.json.data)).toEqual([a, b]);
     const raw = await get(
       `/v1/measurements?channel_ids=${b}&from=${encodeURIComponent('2026-03-10T10:00:00Z')}`,
     );
