@@ -68,7 +68,8 @@ function sensorKey(deviceId: string, kind: string, labelKey: string): string {
  */
 export class IngestCore {
   private queue: Pending[] = [];
-  private flushing = false;
+  /** Groups being written now; at most `store.concurrency` (1 on SQLite: one writer anyway). */
+  private writers = 0;
   private scheduled = false;
   private readonly sensors = new Map<string, SensorRef>();
   private readonly listeners: AcceptedListener[] = [];
@@ -92,24 +93,31 @@ export class IngestCore {
   submit(item: IngestItem): Promise<IngestOutcome> {
     return new Promise((resolve, reject) => {
       this.queue.push({ item, resolve, reject });
-      if (!this.scheduled && !this.flushing) {
+      if (!this.scheduled && this.writers < this.maxWriters) {
         this.scheduled = true;
-        setImmediate(() => void this.flush());
+        setImmediate(() => this.flush());
       }
     });
   }
 
-  private async flush(): Promise<void> {
+  private get maxWriters(): number {
+    return this.deps.store.concurrency ?? 1;
+  }
+
+  /** Starts writers while there is work and room: what arrives during a group goes into the next. */
+  private flush(): void {
     this.scheduled = false;
-    if (this.flushing) return;
-    this.flushing = true;
+    while (this.writers < this.maxWriters && this.queue.length > 0) {
+      this.writers++;
+      void this.writer();
+    }
+  }
+
+  private async writer(): Promise<void> {
     try {
-      while (this.queue.length > 0) {
-        const batch = this.queue.splice(0, MAX_BATCH);
-        await this.runBatch(batch);
-      }
+      while (this.queue.length > 0) await this.runBatch(this.queue.splice(0, MAX_BATCH));
     } finally {
-      this.flushing = false;
+      this.writers--;
     }
   }
 

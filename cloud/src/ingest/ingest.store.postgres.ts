@@ -13,6 +13,8 @@ const DEVICE_SQL = `SELECT d.id, d.account_id, d.site_id, d.local_id, d.model, s
  * round trips. Rows are updated in key order so concurrent replicas do not deadlock each other.
  */
 export class PostgresIngestStore implements IngestStore {
+  readonly concurrency = 2;
+
   constructor(private readonly pool: pg.Pool) {}
 
   async transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T> {

@@ -145,6 +145,12 @@ export interface IngestTx {
 }
 
 export interface IngestStore {
+  /**
+   * How many groups may be written at once. PostgreSQL overlaps one group's round trips with
+   * another's (rows are locked in key order, so they cannot deadlock each other); SQLite has one
+   * writer, so 1.
+   */
+  readonly concurrency?: number;
   /** Runs `work` in one transaction; rolls back when it throws. */
   transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T>;
 }

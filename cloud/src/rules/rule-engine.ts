@@ -127,7 +127,7 @@ export class RuleEngine implements RuleChangeListener {
     this.kickTimer = setTimeout(() => {
       this.kickTimer = null;
       this.runInBackground();
-    }, this.deps.kickDelayMs ?? 250);
+    }, this.deps.kickDelayMs ?? 1000);
     this.kickTimer.unref();
   }
 
