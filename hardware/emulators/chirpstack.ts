@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { Repeat } from './repeat.ts';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { Aedes } from 'aedes';
@@ -43,7 +44,7 @@ export class ChirpstackEmulator {
   private client: MqttClient | null = null;
   private broker: Aedes | null = null;
   private server: net.Server | null = null;
-  private timer: NodeJS.Timeout | null = null;
+  private readonly repeat: Repeat;
   private fCnt = 0;
   private readonly values: () => ClimateValues;
   readonly applicationId: string;
@@ -58,6 +59,7 @@ export class ChirpstackEmulator {
       intervalMs?: number;
     },
   ) {
+    this.repeat = new Repeat(() => this.uplink(), options.intervalMs ?? 10_000);
     this.values = climate(-19);
     this.applicationId = options.applicationId ?? randomUUID();
   }
@@ -172,20 +174,11 @@ export class ChirpstackEmulator {
   }
 
   start(): void {
-    if (this.timer) return;
-    const tick = () => {
-      this.uplink()
-        .catch(() => undefined)
-        .finally(() => {
-          if (this.timer) this.timer = setTimeout(tick, this.options.intervalMs ?? 10_000);
-        });
-    };
-    this.timer = setTimeout(tick, 0);
+    this.repeat.start();
   }
 
   async stop(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
+    this.repeat.stop();
     const { client, broker, server } = this;
     this.client = null;
     this.broker = null;

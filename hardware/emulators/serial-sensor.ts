@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { Repeat } from './repeat.ts';
 import fs from 'node:fs';
 import { climate, type ClimateValues } from './values.ts';
 
@@ -14,7 +15,7 @@ import { climate, type ClimateValues } from './values.ts';
 export class SerialSensorEmulator {
   private socat: ChildProcess | null = null;
   private out: fs.WriteStream | null = null;
-  private timer: NodeJS.Timeout | null = null;
+  private readonly repeat: Repeat;
   private readonly values: () => ClimateValues;
 
   constructor(
@@ -25,6 +26,7 @@ export class SerialSensorEmulator {
       intervalMs?: number;
     },
   ) {
+    this.repeat = new Repeat(async () => void (await this.send()), options.intervalMs ?? 10_000);
     this.values = climate(6);
   }
 
@@ -93,20 +95,11 @@ export class SerialSensorEmulator {
   }
 
   start(): void {
-    if (this.timer) return;
-    const tick = () => {
-      this.send()
-        .catch(() => undefined)
-        .finally(() => {
-          if (this.timer) this.timer = setTimeout(tick, this.options.intervalMs ?? 10_000);
-        });
-    };
-    this.timer = setTimeout(tick, 0);
+    this.repeat.start();
   }
 
   async stop(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
+    this.repeat.stop();
     await this.unplug();
   }
 }

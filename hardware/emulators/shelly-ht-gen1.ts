@@ -1,4 +1,5 @@
 import { climate, type ClimateValues } from './values.ts';
+import { Repeat } from './repeat.ts';
 
 /**
  * A Shelly H&T first generation (SHHT-1) sending its "report sensor values" URL action:
@@ -6,7 +7,7 @@ import { climate, type ClimateValues } from './values.ts';
  * (reference/protocols.md, "Gen1 H&T"). Point `url` at the gateway's Shelly HTTP listener.
  */
 export class ShellyHtGen1Emulator {
-  private timer: NodeJS.Timeout | null = null;
+  private readonly repeat: Repeat;
   private readonly values: () => ClimateValues;
   /** Every report and the HTTP status it got, in order. */
   readonly sent: { query: string; status: number }[] = [];
@@ -19,6 +20,7 @@ export class ShellyHtGen1Emulator {
       onSent?: (query: string, status: number) => void;
     },
   ) {
+    this.repeat = new Repeat(async () => void (await this.report()), options.intervalMs ?? 10_000);
     this.values = climate(4);
   }
 
@@ -43,17 +45,10 @@ export class ShellyHtGen1Emulator {
   }
 
   start(): void {
-    if (this.timer) return;
-    const tick = () => {
-      void this.report().finally(() => {
-        if (this.timer) this.timer = setTimeout(tick, this.options.intervalMs ?? 10_000);
-      });
-    };
-    this.timer = setTimeout(tick, 0);
+    this.repeat.start();
   }
 
   stop(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
+    this.repeat.stop();
   }
 }

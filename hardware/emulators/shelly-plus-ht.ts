@@ -1,4 +1,5 @@
 import { connect, type MqttClient } from 'mqtt';
+import { Repeat } from './repeat.ts';
 import { climate, type ClimateValues } from './values.ts';
 
 /**
@@ -10,12 +11,13 @@ import { climate, type ClimateValues } from './values.ts';
  */
 export class ShellyPlusHtEmulator {
   private client: MqttClient | null = null;
-  private timer: NodeJS.Timeout | null = null;
+  private readonly repeat: Repeat;
   private readonly values: () => ClimateValues;
 
   constructor(
     private readonly options: { brokerUrl: string; id: string; intervalMs?: number; statusTopics?: boolean },
   ) {
+    this.repeat = new Repeat(() => this.report(), options.intervalMs ?? 10_000);
     this.values = climate(21);
   }
 
@@ -93,15 +95,7 @@ export class ShellyPlusHtEmulator {
   }
 
   start(): void {
-    if (this.timer) return;
-    const tick = () => {
-      this.report()
-        .catch(() => undefined)
-        .finally(() => {
-          if (this.timer) this.timer = setTimeout(tick, this.options.intervalMs ?? 10_000);
-        });
-    };
-    this.timer = setTimeout(tick, 0);
+    this.repeat.start();
   }
 
   /** Drops the connection without DISCONNECT (battery pulled): the broker publishes the last-will. */
@@ -114,8 +108,7 @@ export class ShellyPlusHtEmulator {
   }
 
   stop(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
+    this.repeat.stop();
   }
 
   async disconnect(): Promise<void> {
