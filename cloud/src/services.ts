@@ -15,7 +15,8 @@ import { EventsService } from './events/events.service.ts';
 import { ExportRepository } from './export/export.repository.ts';
 import { AccountExport } from './export/export.service.ts';
 import { DeviceMoves, DeviceMovesRepository } from './devices/moves.ts';
-import { IngestCore } from './ingest/ingest.core.ts';
+import { DEVICE_STATE_JOB, IngestCore } from './ingest/ingest.core.ts';
+import type { DeviceStateChange } from './ingest/ingest.types.ts';
 import { PostgresIngestStore } from './ingest/ingest.store.postgres.ts';
 import { SqliteIngestStore } from './ingest/ingest.store.sqlite.ts';
 import type { IngestStore } from './ingest/ingest.types.ts';
@@ -222,7 +223,11 @@ export function buildServices(deps: {
   // After commit, ingest hands over what it wrote: the engine evaluates soon (the marker it reads
   // was written in the same transaction), and device flips become device.online/offline webhooks.
   ingest.onAccepted(() => rules.kick());
-  ingest.onDeviceState((changes) => webhooks.publishDeviceStates(changes));
+  // Flips are queued as a job in the ingest transaction itself; after commit, run it now.
+  jobs.register(DEVICE_STATE_JOB, {
+    run: (payload) => webhooks.publishDeviceStates(payload as DeviceStateChange[]),
+  });
+  ingest.onDeviceState(() => webhooks.kick());
   return {
     ingest,
     rules,

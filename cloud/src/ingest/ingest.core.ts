@@ -32,6 +32,8 @@ import type {
 } from './ingest.types.ts';
 
 const MAX_BATCH = 500;
+/** The job that turns a group's online/offline flips into webhooks (payload: DeviceStateChange[]). */
+export const DEVICE_STATE_JOB = 'device_state';
 const SENSOR_CACHE_LIMIT = 100_000;
 const RATE_WINDOW_SECONDS = 60;
 const DEFAULT_NO_DATA_MIN = 60;
@@ -407,6 +409,15 @@ export class IngestCore {
         localId: d.local_id,
         online: state.online === 1,
         at: state.at,
+      });
+    }
+    // Durable with the data: a crash after commit must not lose device.online/offline webhooks.
+    if (flipped.length > 0) {
+      await tx.enqueueJob({
+        id: newId('job'),
+        kind: DEVICE_STATE_JOB,
+        payload: JSON.stringify(flipped),
+        at: now,
       });
     }
 

@@ -157,6 +157,13 @@ export class PostgresIngestStore implements IngestStore {
           [rows.map((r) => r.id), rows.map((r) => r.lastSeenAt), rows.map((r) => r.online)],
         );
       },
+      enqueueJob: async (job) => {
+        await q(
+          'ingest_job',
+          `INSERT INTO jobs (id, kind, payload, run_at, attempts, created_at) VALUES ($1, $2, $3, $4, 0, $4)`,
+          [job.id, job.kind, job.payload, job.at],
+        );
+      },
     };
   }
 }

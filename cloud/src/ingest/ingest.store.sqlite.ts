@@ -96,6 +96,9 @@ export class SqliteIngestStore implements IngestStore {
     const updateDevice = sqlite.prepare<[number, number, string]>(
       `UPDATE devices SET last_seen_at = MAX(COALESCE(last_seen_at, 0), ?), online = ? WHERE id = ?`,
     );
+    const insertJob = sqlite.prepare<[string, string, string, number, number]>(
+      `INSERT INTO jobs (id, kind, payload, run_at, attempts, created_at) VALUES (?, ?, ?, ?, 0, ?)`,
+    );
     this.tx = {
       devicesByTokenHash: (hashes) => hashes.flatMap((h) => byHash.all(h)),
       devicesById: (ids) => ids.flatMap((id) => byId.all(id)),
@@ -140,6 +143,9 @@ export class SqliteIngestStore implements IngestStore {
       },
       updateDevices: (rows) => {
         for (const r of rows) updateDevice.run(r.lastSeenAt, r.online, r.id);
+      },
+      enqueueJob: (job) => {
+        insertJob.run(job.id, job.kind, job.payload, job.at, job.at);
       },
     };
   }

@@ -142,6 +142,8 @@ export interface IngestTx {
    */
   updateSensorLast(rows: (MeasurementRow & { minTs: number })[]): Promise<void> | void;
   updateDevices(rows: { id: string; lastSeenAt: number; online: number }[]): Promise<void> | void;
+  /** Adds a row to the job queue (jobs/job-queue.ts) in this transaction: work that must follow the data. */
+  enqueueJob(job: { id: string; kind: string; payload: string; at: number }): Promise<void> | void;
 }
 
 export interface IngestStore {

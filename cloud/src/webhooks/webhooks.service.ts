@@ -150,22 +150,10 @@ export class WebhooksService {
 
   /**
    * `device.online` / `device.offline` for devices the ingest core flipped (an uplink after silence,
-   * a Shelly `lwt`, an MQTT last-will). Called after ingest committed (`IngestCore.onDeviceState`).
+   * a Shelly `lwt`, an MQTT last-will). Runs as the `device_state` job that ingest queued in the
+   * same transaction as the flip, so a crash in between loses nothing.
    */
-  publishDeviceStates(changes: DeviceStateChange[]): Promise<void> {
-    const work = this.queueDeviceStates(changes).finally(() => this.inFlight.delete(work));
-    this.inFlight.add(work);
-    return work;
-  }
-
-  /** Resolves once every device-state publication started so far has committed (tests wait on it). */
-  async settled(): Promise<void> {
-    await Promise.allSettled([...this.inFlight]);
-  }
-
-  private readonly inFlight = new Set<Promise<void>>();
-
-  private async queueDeviceStates(changes: DeviceStateChange[]): Promise<void> {
+  async publishDeviceStates(changes: DeviceStateChange[]): Promise<void> {
     const { db, clock } = this.deps;
     const now = clock.nowMicros();
     let queued = 0;

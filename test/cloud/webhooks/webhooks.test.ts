@@ -234,7 +234,6 @@ describe.each(DATABASES)('outbound webhooks on %s', (db) => {
     expect((await shelly('online')).status).toBe(200);
     expect((await shelly('online')).status).toBe(200); // no flip, no second message
     expect((await shelly('offline')).status).toBe(200);
-    await w.t.cloud.services.webhooks.settled();
     await w.t.cloud.services.jobs.drain();
     const types = r.received.map((x) => JSON.parse(x.body));
     expect(types.map((b) => [b.type, b.data.device_id, b.data.online])).toEqual([
@@ -243,7 +242,6 @@ describe.each(DATABASES)('outbound webhooks on %s', (db) => {
     ]);
     expect((await w.t.http.delete(`/v1/webhooks/${hook.id}`, { token: w.user.token })).status).toBe(204);
     await shelly('online');
-    await w.t.cloud.services.webhooks.settled();
     await w.t.cloud.services.jobs.drain();
     expect(r.received).toHaveLength(2);
     expect((await w.t.http.get('/v1/webhooks', { token: w.user.token })).json.data).toEqual([]);

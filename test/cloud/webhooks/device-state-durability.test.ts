@@ -1,0 +1,55 @@
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { signUp, startTestCloud, type TestCloud } from '../../helpers/cloud.ts';
+import { DATABASES } from '../../helpers/databases.ts';
+import { createDevice, createSite } from '../../helpers/fixtures.ts';
+
+/**
+ * A device's online/offline flip and the job that turns it into webhooks are committed together:
+ * a crash right after the answer loses neither (the job runs at the next start).
+ */
+describe.each(DATABASES)('device state webhooks on %s', (db) => {
+  let t: TestCloud;
+  let second: TestCloud | null = null;
+  afterEach(async () => {
+    await second?.stop();
+    await t?.stop();
+  });
+
+  it('queues the device_state job in the ingest transaction, and another process runs it', async () => {
+    t = await startTestCloud({ db });
+    const user = await signUp(t, 'ops@example.com');
+    const site = await createSite(t, user.token);
+    const device = await createDevice(t, user.token, site.id, { model: 'shelly-ht-gen1' });
+    const reading = `/v1/ingest/shelly?token=${device.ingest_token}&device=${device.local_id}&temp=4`;
+    expect((await t.http.get(reading)).status).toBe(200); // never seen → online
+    await t.cloud.services.jobs.drain();
+    // No job runs in this process from now on: as if it died right after answering.
+    await t.cloud.services.jobs.stop();
+    const answer = await t.http.get(
+      `/v1/ingest/shelly?token=${device.ingest_token}&device=${device.local_id}&lwt=offline`,
+    );
+    expect(answer.status).toBe(200);
+    const pending = await t.cloud.services.db
+      .selectFrom('jobs')
+      .select(['kind', 'payload', 'done_at'])
+      .where('kind', '=', 'device_state')
+      .where('done_at', 'is', null)
+      .execute();
+    expect(pending).toHaveLength(1);
+    expect(pending[0]!.done_at).toBeNull();
+    expect(JSON.parse(pending[0]!.payload)).toEqual([
+      expect.objectContaining({ deviceId: device.id, online: false }),
+    ]);
+
+    second = await startTestCloud({ sameDatabaseAs: t });
+    await second.cloud.services.jobs.drain();
+    const done = await second.cloud.services.db
+      .selectFrom('jobs')
+      .select(['done_at', 'failed_at'])
+      .where('kind', '=', 'device_state')
+      .where('payload', 'like', '%"online":false%')
+      .executeTakeFirstOrThrow();
+    expect(done.done_at).not.toBeNull();
+    expect(done.failed_at).toBeNull();
+  });
+});
