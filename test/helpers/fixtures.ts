@@ -88,3 +88,12 @@ export async function auditOf(t: TestCloud, token: string, kind: string): Promis
   if (answer.status !== 200) throw new Error(`GET audit: ${answer.status} ${answer.text}`);
   return answer.json.data;
 }
+
+/** How many measurement rows the cloud's database holds (every channel, every device). */
+export async function measurementCount(t: TestCloud): Promise<number> {
+  const row = await t.cloud.services.db
+    .selectFrom('measurements')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}

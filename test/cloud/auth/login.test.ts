@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { SMTPServer } from 'smtp-server';
 import { ManualClock } from '../../../cloud/src/clock.ts';
 import { DATABASES } from '../../helpers/databases.ts';
+import { startSmtpServer } from '../../helpers/smtp.ts';
 import { codeFromMail, linkFromMail, signUp, startTestCloud, type TestCloud } from '../../helpers/cloud.ts';
 
 const T0 = Date.UTC(2026, 0, 5, 10, 0, 0) * 1000;
@@ -195,21 +195,8 @@ describe.each(DATABASES)('magic-link login on %s', (db) => {
   });
 
   it('delivers the code through a real SMTP server when SMTP_URL is set', async () => {
-    const received: string[] = [];
-    const smtp = new SMTPServer({
-      authOptional: true,
-      disabledCommands: ['STARTTLS'],
-      onData(stream, _session, done) {
-        const chunks: Buffer[] = [];
-        stream.on('data', (c: Buffer) => chunks.push(c));
-        stream.on('end', () => {
-          received.push(Buffer.concat(chunks).toString('utf8'));
-          done();
-        });
-      },
-    });
-    await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', () => resolve()));
-    const port = (smtp.server.address() as { port: number }).port;
+    const smtp = await startSmtpServer();
+    const { received, port } = smtp;
     try {
       t = await startTestCloud({
         db,
@@ -226,7 +213,7 @@ describe.each(DATABASES)('magic-link login on %s', (db) => {
       expect((await t.http.post('/v1/auth/verify', { email: 'a@example.com', code })).status).toBe(200);
       expect(fs.existsSync(path.join(t.database.dataDir, 'outbox'))).toBe(false);
     } finally {
-      await new Promise<void>((resolve) => smtp.close(() => resolve()));
+      await smtp.close();
     }
   });
 });

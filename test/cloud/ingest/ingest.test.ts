@@ -1,15 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
-import { createDevice, createSite, type CreatedDevice } from '../../helpers/fixtures.ts';
-
-async function measurementCount(t: TestCloud): Promise<number> {
-  const row = await t.cloud.services.db
-    .selectFrom('measurements')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
-    .executeTakeFirstOrThrow();
-  return Number(row.n);
-}
+import { type CreatedDevice, createDevice, createSite, measurementCount } from '../../helpers/fixtures.ts';
 
 describe.each(DATABASES)('POST /v1/ingest on %s', (db) => {
   let t: TestCloud;

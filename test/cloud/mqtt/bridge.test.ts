@@ -6,7 +6,7 @@ import { createCertificateAuthority, CertificateAuthority } from '../../../cloud
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { eventually } from '../../helpers/eventually.ts';
-import { createDevice, createSite } from '../../helpers/fixtures.ts';
+import { createDevice, createSite, measurementCount } from '../../helpers/fixtures.ts';
 import {
   closeClient,
   connectBridge,
@@ -17,14 +17,6 @@ import {
   tryConnect,
   type BridgeBundle,
 } from '../../helpers/mqtt.ts';
-
-async function measurementCount(t: TestCloud): Promise<number> {
-  const row = await t.cloud.services.db
-    .selectFrom('measurements')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
-    .executeTakeFirstOrThrow();
-  return Number(row.n);
-}
 
 describe.each(DATABASES)('MQTT bridge on %s', (db) => {
   let t: TestCloud;

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { SMTPServer } from 'smtp-server';
 import { DATABASES } from '../../helpers/databases.ts';
+import { startSmtpServer } from '../../helpers/smtp.ts';
 import { alarmMails, decodeMail, MINUTE, rulesWorld, T0, type RulesWorld } from './world.ts';
 
 /** What a person reads: what, where, since when (the site's time and UTC), the bounds, a link. */
@@ -45,21 +45,8 @@ describe.each(DATABASES)('alarm e-mail on %s', (db) => {
   });
 
   it('sends the same mail through a real SMTP server when SMTP_URL is set', async () => {
-    const received: string[] = [];
-    const smtp = new SMTPServer({
-      authOptional: true,
-      disabledCommands: ['STARTTLS'],
-      onData(stream, _session, done) {
-        const chunks: Buffer[] = [];
-        stream.on('data', (c: Buffer) => chunks.push(c));
-        stream.on('end', () => {
-          received.push(Buffer.concat(chunks).toString('utf8'));
-          done();
-        });
-      },
-    });
-    await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', () => resolve()));
-    const port = (smtp.server.address() as { port: number }).port;
+    const smtp = await startSmtpServer();
+    const { received, port } = smtp;
     try {
       w = await rulesWorld(db, {
         env: { SMTP_URL: `smtp://127.0.0.1:${port}`, MAIL_FROM: 'Monitor <alerts@example.org>' },
@@ -72,7 +59,7 @@ describe.each(DATABASES)('alarm e-mail on %s', (db) => {
       expect(alarms[0]).toMatch(/^From: Monitor <alerts@example.org>$/m);
       expectAlarmContent(alarms[0]!, w, eventId);
     } finally {
-      await new Promise<void>((resolve) => smtp.close(() => resolve()));
+      await smtp.close();
     }
   });
 
