@@ -1,4 +1,4 @@
-import { pino, type Logger } from 'pino';
+import { createJsonLogger, type Logger } from '../../shared/logger.ts';
 
 export type { Logger };
 
@@ -7,16 +7,10 @@ export type { Logger };
  * and any `token` value (query values are scrubbed from URLs by `redactUrl` before they are logged).
  */
 export function createLogger(level: string, destination?: NodeJS.WritableStream): Logger {
-  return pino(
-    {
-      level,
-      base: undefined,
-      redact: {
-        paths: ['authorization', 'cookie', 'token', '*.authorization', '*.cookie', '*.token', 'headers.*'],
-        censor: '[redacted]',
-      },
-    },
-    destination ?? process.stdout,
+  return createJsonLogger(
+    level,
+    ['authorization', 'cookie', 'token', '*.authorization', '*.cookie', '*.token', 'headers.*'],
+    destination,
   );
 }
 

@@ -1,4 +1,4 @@
-import { pino, type Logger } from 'pino';
+import { createJsonLogger, type Logger } from '../../shared/logger.ts';
 
 export type { Logger };
 
@@ -7,15 +7,9 @@ export type { Logger };
  * (`log.child({ module: 'uplink' })`). Key material and passwords are redacted here, once.
  */
 export function createLogger(level: string, destination?: NodeJS.WritableStream): Logger {
-  return pino(
-    {
-      level,
-      base: undefined,
-      redact: {
-        paths: ['key_pem', '*.key_pem', 'password', '*.password', 'token', '*.token', 'query.token'],
-        censor: '[redacted]',
-      },
-    },
-    destination ?? process.stdout,
+  return createJsonLogger(
+    level,
+    ['key_pem', '*.key_pem', 'password', '*.password', 'token', '*.token', 'query.token'],
+    destination,
   );
 }
