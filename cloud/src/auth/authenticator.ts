@@ -28,6 +28,16 @@ export class Authenticator {
     return match ? match[1]! : '';
   }
 
+  /**
+   * A device token: the Bearer header, else (Shelly GET only, `allowQuery`) the `token` query value.
+   * Null when neither is present.
+   */
+  static deviceToken(header: string | undefined, query: unknown, allowQuery: boolean): string | null {
+    const token = Authenticator.bearer(header);
+    if (token === null && allowQuery && typeof query === 'string') return query;
+    return token;
+  }
+
   async user(header: string | undefined): Promise<UserPrincipal> {
     const token = Authenticator.bearer(header);
     if (token === null) throw new Unauthenticated('auth_required', 'send Authorization: Bearer <token>');

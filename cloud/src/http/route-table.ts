@@ -1,6 +1,6 @@
 import type { Express, Request, Response } from 'express';
 import type { z } from 'zod';
-import { readCookie, SESSION_COOKIE, type Authenticator } from '../auth/authenticator.ts';
+import { Authenticator, readCookie, SESSION_COOKIE } from '../auth/authenticator.ts';
 import { sessionCookie } from '../auth/cookie.ts';
 import type { Config } from '../config.ts';
 import { Conflict, Forbidden, InvalidRequest, RateLimited, Unauthenticated } from '../errors.ts';
@@ -132,10 +132,9 @@ async function authenticate(
     case 'none':
       return null;
     case 'device': {
-      const header = req.headers.authorization;
-      let token = header === undefined ? null : (/^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] ?? '');
-      if (token === null && route.queryToken && typeof req.query.token === 'string') token = req.query.token;
-      return authenticator.device(token);
+      return authenticator.device(
+        Authenticator.deviceToken(req.headers.authorization, req.query.token, route.queryToken === true),
+      );
     }
     case 'session': {
       const session = await sessionOf(req, res, deps);

@@ -36,8 +36,7 @@ async function credentialOf(
 ): Promise<Pick<IngestItem, 'credential' | 'countRate'>> {
   const principal = req.ctx.principal;
   if (principal?.kind === 'device') return { credential: { kind: 'device', principal }, countRate: false };
-  let token = Authenticator.bearer(req.headers.authorization);
-  if (token === null && queryToken && typeof req.query.token === 'string') token = req.query.token;
+  const token = Authenticator.deviceToken(req.headers.authorization, req.query.token, queryToken);
   if (token?.startsWith(USER_TOKEN_PREFIX)) await authenticator.device(token); // throws 403 or 401
   return { credential: { kind: 'token', tokenHash: token ? hashSecret(token) : null }, countRate: true };
 }
