@@ -142,6 +142,12 @@ export class Cloud {
     }
     if (this.services) {
       await this.services.rules.stop();
+      // No more ingest: fold the journal's rest, so a clean stop leaves derived state complete.
+      await this.services.ingest
+        .stop()
+        .catch((err: unknown) =>
+          this.services?.log.error({ err }, 'the last ingest fold failed (the next start folds it)'),
+        );
       await this.services.jobs.stop();
       this.services.mailer.close();
       await this.services.database.close();

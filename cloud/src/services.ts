@@ -153,9 +153,17 @@ export function buildServices(deps: {
     log: log.child({ module: 'rules' }),
     repository: new RulesRepository(),
     notifier: new AlarmMailAndWebhooks({ config, jobs, accounts, webhooks }),
+    catchUp: () => ingest.catchUp(),
   });
   const events = new EventsService({ db, clock, events: new EventsRepository(), sites, audit, webhooks });
-  const sensors = new SensorsService({ db, clock, sensors: sensorsRepository, audit, ruleChanges: rules });
+  const sensors = new SensorsService({
+    db,
+    clock,
+    sensors: sensorsRepository,
+    audit,
+    ruleChanges: rules,
+    catchUp: () => ingest.catchUp(),
+  });
   const silences = new SilencesService({ db, clock, sensors: sensorsRepository, audit, engine: rules });
   const ingest = new IngestCore({
     store: ingestStoreFor(database),
@@ -203,13 +211,20 @@ export function buildServices(deps: {
   });
   deviceMoves.register();
   const measurementsRepository = new MeasurementsRepository();
-  const measurements = new MeasurementsService({ db, clock, config, measurements: measurementsRepository });
+  const measurements = new MeasurementsService({
+    db,
+    clock,
+    config,
+    measurements: measurementsRepository,
+    catchUp: () => ingest.catchUp(),
+  });
   const retention = new RetentionJob({
     db,
     clock,
     config,
     log: log.child({ module: 'retention' }),
     measurements: measurementsRepository,
+    catchUp: () => ingest.catchUp(),
   });
   const accountExport = new AccountExport({
     db,

@@ -8,7 +8,11 @@ import autocannon from 'autocannon';
 /**
  * Load generation for the HTTP benchmarks. wrk (Debian) is preferred: written in C, it leaves the
  * server most of a core on a 2-core machine. autocannon (npm) is the fallback when wrk is absent.
- * Each request carries a fresh timestamp, so none is a duplicate: every one is a real write.
+ * Each request carries a fresh timestamp, so none is a duplicate: every one is a real write. The
+ * timestamps are current, as a device's are: a device's requests are STEP_MS apart from a minute
+ * before the run starts (at 60 requests/s per device a 10 s run ends 6 s later, still in the past,
+ * and the next run starts later still). Data a year old would keep the rule engine raising no-data
+ * alarms and measure that instead of ingest.
  */
 export interface IngestLoad {
   url: string;
@@ -27,7 +31,11 @@ export interface LoadResult {
 }
 
 const exec = promisify(execFile);
-const BASE_SECONDS = Date.UTC(2025, 0, 1) / 1000;
+const STEP_MS = 10;
+
+function baseMs(): number {
+  return Date.now() - 60_000;
+}
 
 function hasWrk(): boolean {
   return (process.env.PATH ?? '').split(':').some((dir) => fs.existsSync(path.join(dir, 'wrk')));
@@ -42,10 +50,12 @@ async function runWrk(load: IngestLoad): Promise<LoadResult> {
 local devices = { ${load.devices.map((d) => `{"${d.localId}", "${d.token}"}`).join(', ')} }
 local measurements = '${load.measurementsJson}'
 local counter = 0
+local base = ${baseMs()}
 request = function()
   counter = counter + 1
   local d = devices[(counter % #devices) + 1]
-  local ts = os.date("!%Y-%m-%dT%H:%M:%SZ", ${BASE_SECONDS} + math.floor(counter / #devices))
+  local ms = base + math.floor(counter / #devices) * ${STEP_MS}
+  local ts = os.date("!%Y-%m-%dT%H:%M:%S", math.floor(ms / 1000)) .. string.format(".%03dZ", ms % 1000)
   local body = '{"device":"' .. d[1] .. '","ts":"' .. ts .. '","measurements":' .. measurements .. '}'
   return wrk.format("POST", "/v1/ingest", { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. d[2] }, body)
 end
@@ -72,6 +82,7 @@ end
 
 async function runAutocannon(load: IngestLoad): Promise<LoadResult> {
   let seq = 0;
+  const base = baseMs();
   const result = await autocannon({
     url: load.url,
     connections: load.connections,
@@ -83,9 +94,7 @@ async function runAutocannon(load: IngestLoad): Promise<LoadResult> {
         setupRequest: (req) => {
           const n = seq++;
           const device = load.devices[n % load.devices.length]!;
-          const ts = new Date((BASE_SECONDS + Math.floor(n / load.devices.length)) * 1000)
-            .toISOString()
-            .replace('.000', '');
+          const ts = new Date(base + Math.floor(n / load.devices.length) * STEP_MS).toISOString();
           return {
             ...req,
             headers: { 'content-type': 'application/json', authorization: `Bearer ${device.token}` },

@@ -13,18 +13,16 @@ import {
   Unprocessable,
 } from '../errors.ts';
 import { findModel } from '../devices/models.ts';
+import { JournalFolder } from './ingest.fold.ts';
 import type { Logger } from '../logger.ts';
-import { rollupDeltas } from '../measurements/rollups.ts';
 import { defaultRule, isVertical } from '../sites/verticals.ts';
 import type {
-  AcceptedPoint,
   DeviceStateChange,
   IngestDevice,
   IngestItem,
   IngestOutcome,
   IngestStore,
   IngestTx,
-  MeasurementRow,
   NewSensorRow,
   RateInfo,
   ResolvedChannel,
@@ -38,7 +36,8 @@ const SENSOR_CACHE_LIMIT = 100_000;
 const RATE_WINDOW_SECONDS = 60;
 const DEFAULT_NO_DATA_MIN = 60;
 
-export type AcceptedListener = (points: AcceptedPoint[]) => void | Promise<void>;
+/** Receives how many measurements a group wrote. */
+export type AcceptedListener = (accepted: number) => void | Promise<void>;
 export type DeviceStateListener = (changes: DeviceStateChange[]) => void | Promise<void>;
 
 interface Pending {
@@ -54,8 +53,30 @@ export function toApiError(err: IngestValidationError): ApiError {
     : new InvalidRequest(err.code, err.message, details);
 }
 
-function sensorKey(deviceId: string, kind: string, labelKey: string): string {
-  return `${deviceId}\u0000${kind}\u0000${labelKey}`;
+/** A channel's key within its device: (kind, label). */
+function channelKey(kind: string, labelKey: string): string {
+  return labelKey === '' ? kind : `${kind}\u0000${labelKey}`;
+}
+
+/** Channels by device, then by (kind, label): the device's map is found once per request. */
+class ChannelCache {
+  private readonly byDevice = new Map<string, Map<string, SensorRef>>();
+  private size = 0;
+
+  device(deviceId: string): Map<string, SensorRef> | undefined {
+    return this.byDevice.get(deviceId);
+  }
+
+  add(s: SensorRef): void {
+    if (this.size >= SENSOR_CACHE_LIMIT) {
+      this.byDevice.clear();
+      this.size = 0;
+    }
+    let channels = this.byDevice.get(s.device_id);
+    if (!channels) this.byDevice.set(s.device_id, (channels = new Map<string, SensorRef>()));
+    if (!channels.has(channelKey(s.kind, s.label_key))) this.size++;
+    channels.set(channelKey(s.kind, s.label_key), s);
+  }
 }
 
 /**
@@ -73,13 +94,30 @@ export class IngestCore {
   /** Groups being written now; at most `store.concurrency` (1 on SQLite: one writer anyway). */
   private writers = 0;
   private scheduled = false;
-  private readonly sensors = new Map<string, SensorRef>();
+  private readonly channels = new ChannelCache();
   private readonly listeners: AcceptedListener[] = [];
   private readonly deviceListeners: DeviceStateListener[] = [];
 
-  constructor(private readonly deps: { store: IngestStore; clock: Clock; config: Config; log: Logger }) {}
+  private readonly folder: JournalFolder;
 
-  /** Called with the points each group wrote, after it committed. A failing listener is logged. */
+  constructor(private readonly deps: { store: IngestStore; clock: Clock; config: Config; log: Logger }) {
+    this.folder = new JournalFolder({ store: deps.store, log: deps.log });
+  }
+
+  /**
+   * Resolves once the state derived from everything ingested so far (rollups, last values, the rule
+   * engine's marker) is up to date: readers of that state call it first (ingest.fold.ts).
+   */
+  catchUp(): Promise<void> {
+    return this.folder.catchUp();
+  }
+
+  /** After the last submit: folds what is left. */
+  stop(): Promise<void> {
+    return this.folder.stop();
+  }
+
+  /** Called with the number of measurements each group wrote, after it committed. A failing listener is logged. */
   onAccepted(listener: AcceptedListener): void {
     this.listeners.push(listener);
   }
@@ -143,8 +181,11 @@ export class IngestCore {
     // Only now that the transaction committed may new channels enter the cache.
     for (const s of learned) this.remember(s);
     batch.forEach((p, i) => p.resolve(outcomes[i]!));
-    const points = outcomes.flatMap((o) => (o.ok ? o.points : []));
-    if (points.length > 0) this.emit(points);
+    const accepted = outcomes.reduce((n, o) => n + (o.ok ? o.accepted : 0), 0);
+    if (accepted > 0) {
+      this.folder.written();
+      this.emitTo(this.listeners, accepted);
+    }
     if (flipped.length > 0) this.emitTo(this.deviceListeners, flipped);
   }
 
@@ -158,10 +199,6 @@ export class IngestCore {
       this.deps.log.warn({ code }, 'ingest group retried after a deadlock');
       return work();
     }
-  }
-
-  private emit(points: AcceptedPoint[]): void {
-    this.emitTo(this.listeners, points);
   }
 
   private emitTo<T>(listeners: ((value: T) => void | Promise<void>)[], value: T): void {
@@ -178,8 +215,7 @@ export class IngestCore {
   }
 
   private remember(s: SensorRef): void {
-    if (this.sensors.size >= SENSOR_CACHE_LIMIT) this.sensors.clear();
-    this.sensors.set(sensorKey(s.device_id, s.kind, s.label_key), s);
+    this.channels.add(s);
   }
 
   /**
@@ -306,17 +342,33 @@ export class IngestCore {
     });
 
     // 4. Channels: from the cache, else the database, else created with the vertical's defaults.
-    const wanted = new Map<string, { device: IngestDevice; m: ValidMeasurement }>();
+    // `rowSensor` gets each measurement's channel, item after item: rows[rowStart[i], rowStart[i+1]).
+    const rowStart: number[] = [];
+    const rowSensor: (SensorRef | undefined)[] = [];
+    const wanted = new Map<
+      string,
+      { device: IngestDevice; m: ValidMeasurement; key: string; rows: number[] }
+    >();
     items.forEach((_item, i) => {
+      rowStart.push(rowSensor.length);
       const d = devices[i];
       if (!d) return;
+      const cached = this.channels.device(d.id);
       for (const m of measurementsOf[i]!) {
-        const key = sensorKey(d.id, m.kind, m.label ?? '');
-        if (!this.sensors.has(key) && !wanted.has(key)) wanted.set(key, { device: d, m });
+        const key = channelKey(m.kind, m.label ?? '');
+        const s = cached?.get(key);
+        if (!s) {
+          const missing = `${d.id}\u0000${key}`;
+          const entry = wanted.get(missing);
+          if (entry) entry.rows.push(rowSensor.length);
+          else wanted.set(missing, { device: d, m, key, rows: [rowSensor.length] });
+        }
+        rowSensor.push(s);
       }
     });
-    const resolved = new Map<string, SensorRef>();
+    rowStart.push(rowSensor.length);
     if (wanted.size > 0) {
+      const resolved = new Map<string, SensorRef>();
       const lookup = async () => {
         const keys = [...wanted.values()].map(({ device, m }) => ({
           deviceId: device.id,
@@ -324,7 +376,7 @@ export class IngestCore {
           labelKey: m.label ?? '',
         }));
         for (const s of await tx.findSensors(keys))
-          resolved.set(sensorKey(s.device_id, s.kind, s.label_key), s);
+          resolved.set(`${s.device_id}\u0000${channelKey(s.kind, s.label_key)}`, s);
       };
       await lookup();
       const missing = [...wanted].filter(([key]) => !resolved.has(key));
@@ -334,52 +386,43 @@ export class IngestCore {
         );
         await lookup();
       }
+      for (const [key, { rows }] of wanted) {
+        const s = resolved.get(key);
+        if (!s) throw new Error(`channel ${key} could not be resolved`);
+        for (const r of rows) rowSensor[r] = s;
+      }
       learned.push(...resolved.values());
     }
-    const sensorOf = (deviceId: string, m: ValidMeasurement): SensorRef => {
-      const key = sensorKey(deviceId, m.kind, m.label ?? '');
-      const s = this.sensors.get(key) ?? resolved.get(key);
-      if (!s) throw new Error(`channel ${key} could not be resolved`);
-      return s;
-    };
 
-    // 5. Measurements, dedup on (channel, ts).
-    const rows: MeasurementRow[] = [];
-    const rowOwner: number[] = [];
-    const rowSensor: SensorRef[] = [];
+    // 5. Measurements as (seq, ts, value) triplets, dedup on (channel, ts).
+    const points = new Float64Array(rowSensor.length * 3);
     items.forEach((item, i) => {
-      const d = devices[i];
-      if (!d) return;
+      if (!devices[i]) return;
       const ts = item.ts ?? item.receivedAt;
-      for (const m of measurementsOf[i]!) {
-        const s = sensorOf(d.id, m);
-        rows.push({ sensorSeq: s.seq, ts, value: m.value });
-        rowOwner.push(i);
-        rowSensor.push(s);
+      const measurements = measurementsOf[i]!;
+      for (let k = 0, r = rowStart[i]!; k < measurements.length; k++, r++) {
+        points[r * 3] = rowSensor[r]!.seq;
+        points[r * 3 + 1] = ts;
+        points[r * 3 + 2] = measurements[k]!.value;
       }
     });
-    const written = rows.length ? await tx.insertMeasurements(rows) : [];
+    const written = points.length ? await tx.insertMeasurements(points) : new Uint8Array(0);
 
-    // 5b. Rollups of the rows actually written (a duplicate must not count twice), late data included.
-    const deltas = rollupDeltas(rows.filter((_row, r) => written[r]));
-    if (deltas.length) await tx.upsertRollups(deltas);
-
-    // 6. Last values (newest wins, late data never moves them back) and device state.
-    // The oldest time written per channel marks where the rule engine must look again (late data).
-    const newest = new Map<number, MeasurementRow>();
-    const oldest = new Map<number, number>();
-    rows.forEach((row, r) => {
-      if (!written[r]) return;
-      const prev = newest.get(row.sensorSeq);
-      if (!prev || row.ts >= prev.ts) newest.set(row.sensorSeq, row);
-      oldest.set(row.sensorSeq, Math.min(oldest.get(row.sensorSeq) ?? row.ts, row.ts));
-    });
-    if (newest.size)
-      await tx.updateSensorLast(
-        [...newest.values()]
-          .sort((a, b) => a.sensorSeq - b.sensorSeq)
-          .map((row) => ({ ...row, minTs: oldest.get(row.sensorSeq)! })),
-      );
+    // 6. The points written go to the journal: rollups, last values and the rule engine's marker
+    // are derived from it by the fold (ingest.fold.ts), off this path. Then the device state.
+    let fresh = 0;
+    for (let r = 0; r < written.length; r++) fresh += written[r]!;
+    if (fresh > 0) {
+      const journal = fresh === written.length ? points : new Float64Array(fresh * 3);
+      if (journal !== points) {
+        for (let r = 0, j = 0; r < written.length; r++) {
+          if (!written[r]) continue;
+          journal.set(points.subarray(r * 3, r * 3 + 3), j * 3);
+          j++;
+        }
+      }
+      await tx.appendJournal(journal, now);
+    }
     const deviceState = new Map<string, { id: string; lastSeenAt: number; online: number; at: number }>();
     const deviceRow = new Map<string, IngestDevice>();
     items.forEach((item, i) => {
@@ -422,45 +465,33 @@ export class IngestCore {
     }
 
     // 7. Answers.
-    return items.map((item, i) => {
+    return items.map((_item, i) => {
       const done = outcomes[i];
       if (done) return done;
       const d = devices[i]!;
       let accepted = 0;
-      const points: AcceptedPoint[] = [];
-      rows.forEach((row, r) => {
-        if (rowOwner[r] !== i || !written[r]) return;
-        accepted++;
-        const s = rowSensor[r]!;
-        points.push({
-          accountId: d.account_id,
-          deviceId: d.id,
-          siteId: d.site_id,
-          sensorId: s.id,
-          channelId: s.channel_id,
-          sensorSeq: s.seq,
-          kind: s.kind,
-          ts: row.ts,
-          value: row.value,
-        });
-      });
+      for (let r = rowStart[i]!; r < rowStart[i + 1]!; r++) accepted += written[r]!;
       const channels: ResolvedChannel[] = [];
       const listed = new Set<string>();
-      for (const m of measurementsOf[i]!) {
-        const s = sensorOf(d.id, m);
+      const measurements = measurementsOf[i]!;
+      for (let k = 0; k < measurements.length; k++) {
+        const s = rowSensor[rowStart[i]! + k]!;
         if (listed.has(s.channel_id)) continue;
         listed.add(s.channel_id);
-        channels.push({ type: m.kind, label: m.label, channel_id: s.channel_id });
+        channels.push({
+          type: measurements[k]!.kind,
+          label: measurements[k]!.label,
+          channel_id: s.channel_id,
+        });
       }
       return {
         ok: true,
         deviceId: d.id,
         accountId: d.account_id,
         accepted,
-        deduplicated: measurementsOf[i]!.length - accepted,
+        deduplicated: measurements.length - accepted,
         channels,
         rate: rates[i] ?? null,
-        points,
       };
     });
   }

@@ -1,8 +1,19 @@
 import type pg from 'pg';
 import type { RollupDelta } from '../measurements/rollups.ts';
 import { MEASUREMENT_GROUP_SHIFT } from '../storage/layout.ts';
+import { encodeJournal } from './ingest.fold.ts';
 import { creditFirst } from './ingest.types.ts';
-import type { IngestDevice, IngestStore, IngestTx, NewSensorRow, SensorRef } from './ingest.types.ts';
+import type { FoldTx, IngestDevice, IngestStore, IngestTx, NewSensorRow, SensorRef } from './ingest.types.ts';
+
+/** The advisory lock key that makes folds of several processes take turns (ingest.fold.ts). */
+const FOLD_LOCK = 7_402_118_391;
+
+/** Every third element of `points` from `offset`: one column of the (seq, ts, value) triplets. */
+function column(points: Float64Array, offset: number): number[] {
+  const out = new Array<number>(points.length / 3);
+  for (let i = 0; i < out.length; i++) out[i] = points[i * 3 + offset]!;
+  return out;
+}
 
 const DEVICE_SQL = `SELECT d.id, d.account_id, d.site_id, d.local_id, d.model, s.vertical, d.token_hash, d.online
   FROM devices d JOIN sites s ON s.id = d.site_id WHERE d.deleted_at IS NULL`;
@@ -17,11 +28,31 @@ export class PostgresIngestStore implements IngestStore {
 
   constructor(private readonly pool: pg.Pool) {}
 
-  async transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T> {
+  transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T> {
+    return this.on((client) => work(this.txOn(client)));
+  }
+
+  /**
+   * Folds take turns across processes (an advisory lock for the transaction): two folds updating the
+   * same channels and rollups in one order would only queue, but taking turns keeps them from
+   * waiting on each other row by row.
+   */
+  fold<T>(work: (tx: FoldTx) => Promise<T>): Promise<T> {
+    return this.on(async (client) => {
+      await client.query({
+        name: 'fold_lock',
+        text: 'SELECT pg_advisory_xact_lock($1)',
+        values: [FOLD_LOCK],
+      });
+      return work(this.foldTxOn(client));
+    });
+  }
+
+  private async on<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
-      const result = await work(this.txOn(client));
+      const result = await work(client);
       await client.query('COMMIT');
       return result;
     } catch (err) {
@@ -88,16 +119,53 @@ export class PostgresIngestStore implements IngestStore {
           ],
         );
       },
-      insertMeasurements: async (rows) => {
+      insertMeasurements: async (points) => {
         const inserted = await q<{ sensor_seq: number; ts: number }>(
           'ingest_insert_measurements',
           `INSERT INTO measurements (grp, sensor_seq, ts, value)
            SELECT s >> ${MEASUREMENT_GROUP_SHIFT}, s, t, v FROM unnest($1::bigint[], $2::bigint[], $3::float8[]) AS u(s, t, v)
            ON CONFLICT DO NOTHING RETURNING sensor_seq, ts`,
-          [rows.map((r) => r.sensorSeq), rows.map((r) => r.ts), rows.map((r) => r.value)],
+          [column(points, 0), column(points, 1), column(points, 2)],
         );
-        return creditFirst(rows, inserted);
+        return creditFirst(points, inserted);
       },
+      appendJournal: async (points, at) => {
+        await q('ingest_journal', `INSERT INTO ingest_journal (points, created_at) VALUES ($1, $2)`, [
+          encodeJournal(points),
+          at,
+        ]);
+      },
+      updateDevices: async (rows) => {
+        await q(
+          'ingest_devices',
+          `UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), u.seen), online = u.online
+           FROM unnest($1::text[], $2::bigint[], $3::smallint[]) AS u(id, seen, online) WHERE d.id = u.id`,
+          [rows.map((r) => r.id), rows.map((r) => r.lastSeenAt), rows.map((r) => r.online)],
+        );
+      },
+      enqueueJob: async (job) => {
+        await q(
+          'ingest_job',
+          `INSERT INTO jobs (id, kind, payload, run_at, attempts, created_at) VALUES ($1, $2, $3, $4, 0, $4)`,
+          [job.id, job.kind, job.payload, job.at],
+        );
+      },
+    };
+  }
+
+  private foldTxOn(client: pg.PoolClient): FoldTx {
+    const q = async <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) =>
+      (await client.query<R>({ name, text, values })).rows;
+    return {
+      takeJournal: async (limit) =>
+        (
+          await q<{ points: Buffer }>(
+            'fold_take',
+            `DELETE FROM ingest_journal WHERE id IN (SELECT id FROM ingest_journal ORDER BY id LIMIT $1)
+             RETURNING points`,
+            [limit],
+          )
+        ).map((r) => r.points),
       upsertRollups: async (deltas) => {
         const col = <K extends keyof RollupDelta>(k: K) => deltas.map((d) => d[k]);
         await q(
@@ -147,21 +215,6 @@ export class PostgresIngestStore implements IngestStore {
             rows.map((r) => r.value),
             rows.map((r) => r.minTs),
           ],
-        );
-      },
-      updateDevices: async (rows) => {
-        await q(
-          'ingest_devices',
-          `UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), u.seen), online = u.online
-           FROM unnest($1::text[], $2::bigint[], $3::smallint[]) AS u(id, seen, online) WHERE d.id = u.id`,
-          [rows.map((r) => r.id), rows.map((r) => r.lastSeenAt), rows.map((r) => r.online)],
-        );
-      },
-      enqueueJob: async (job) => {
-        await q(
-          'ingest_job',
-          `INSERT INTO jobs (id, kind, payload, run_at, attempts, created_at) VALUES ($1, $2, $3, $4, 0, $4)`,
-          [job.id, job.kind, job.payload, job.at],
         );
       },
     };

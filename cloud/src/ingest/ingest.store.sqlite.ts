@@ -1,23 +1,11 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { measurementGroup } from '../storage/layout.ts';
-import { creditFirst } from './ingest.types.ts';
 import type { RollupDelta } from '../measurements/rollups.ts';
 import type { Db } from '../storage/database.ts';
-import type {
-  IngestDevice,
-  IngestStore,
-  IngestTx,
-  MeasurementRow,
-  NewSensorRow,
-  SensorRef,
-} from './ingest.types.ts';
+import { encodeJournal } from './ingest.fold.ts';
+import type { FoldTx, IngestDevice, IngestStore, IngestTx, NewSensorRow, SensorRef } from './ingest.types.ts';
 
-/**
- * The ingest unit of work on SQLite: prepared statements on the raw better-sqlite3 handle inside
- * one `BEGIN IMMEDIATE` transaction. The Kysely connection is held for its duration, so no other
- * query of this process can slip in between.
- */
-/** Rows per INSERT statement (4 or 12 parameters each, well under SQLite's limit of 32766). */
+/** Rollups per INSERT statement (12 parameters each, well under SQLite's limit of 32766). */
 const CHUNK = 128;
 
 const ROLLUP_INSERT = `INSERT INTO measurement_rollups
@@ -30,8 +18,14 @@ const ROLLUP_MERGE = `ON CONFLICT (grp, res, bucket, sensor_seq) DO UPDATE SET
   last_value = CASE WHEN excluded.last_ts > last_ts THEN excluded.last_value ELSE last_value END,
   last_ts = MAX(last_ts, excluded.last_ts)`;
 
+/**
+ * The ingest unit of work on SQLite: prepared statements on the raw better-sqlite3 handle inside
+ * one `BEGIN IMMEDIATE` transaction. The Kysely connection is held for its duration, so no other
+ * query of this process can slip in between.
+ */
 export class SqliteIngestStore implements IngestStore {
   private readonly tx: IngestTx;
+  private readonly foldTx: FoldTx;
 
   constructor(
     private readonly db: Db,
@@ -56,22 +50,17 @@ export class SqliteIngestStore implements IngestStore {
          @grace_min, @rule_enabled, @no_data_min, @state, @created_at)
        ON CONFLICT (device_id, kind, label_key) DO NOTHING`,
     );
-    // Rows go in by statements of up to CHUNK rows: far fewer calls than one per row.
-    const insertChunk = new Map<
-      number,
-      BetterSqlite3.Statement<number[], { sensor_seq: number; ts: number }>
-    >();
-    const insertStatement = (n: number) => {
-      let statement = insertChunk.get(n);
-      if (!statement) {
-        const values = Array.from({ length: n }, () => '(?, ?, ?, ?)').join(', ');
-        statement = sqlite.prepare(
-          `INSERT INTO measurements (grp, sensor_seq, ts, value) VALUES ${values} ON CONFLICT DO NOTHING RETURNING sensor_seq, ts`,
-        );
-        insertChunk.set(n, statement);
-      }
-      return statement;
-    };
+    // One statement per row: its `changes` says whether the row was new, without RETURNING and
+    // without matching keys afterwards (multi-row statements were no faster: the B-tree work dominates).
+    const insertMeasurement = sqlite.prepare<[number, number, number, number]>(
+      `INSERT INTO measurements (grp, sensor_seq, ts, value) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+    );
+    const appendJournal = sqlite.prepare<[Buffer, number]>(
+      `INSERT INTO ingest_journal (points, created_at) VALUES (?, ?)`,
+    );
+    const takeJournal = sqlite.prepare<[number], { points: Buffer }>(
+      `DELETE FROM ingest_journal WHERE id IN (SELECT id FROM ingest_journal ORDER BY id LIMIT ?) RETURNING points`,
+    );
     const rollupChunk = new Map<number, BetterSqlite3.Statement<number[]>>();
     const rollupStatement = (n: number) => {
       let statement = rollupChunk.get(n);
@@ -82,8 +71,8 @@ export class SqliteIngestStore implements IngestStore {
       }
       return statement;
     };
-    // Every channel written is marked for the rule engine (eval_from, eval_gen) in this transaction;
-    // the last value moves only forward.
+    // Every channel folded is marked for the rule engine (eval_from, eval_gen); the last value moves
+    // only forward.
     const updateSensors = sqlite.prepare<[string]>(
       `UPDATE sensors SET
          last_value = CASE WHEN last_ts IS NULL OR last_ts <= u.value ->> 1 THEN u.value ->> 2 ELSE last_value END,
@@ -108,16 +97,32 @@ export class SqliteIngestStore implements IngestStore {
       insertSensors: (rows) => {
         for (const row of rows) insertSensor.run(row);
       },
-      insertMeasurements: (rows: MeasurementRow[]) => {
-        const inserted: { sensor_seq: number; ts: number }[] = [];
-        for (let start = 0; start < rows.length; start += CHUNK) {
-          const chunk = rows.slice(start, start + CHUNK);
-          const params: number[] = [];
-          for (const r of chunk) params.push(measurementGroup(r.sensorSeq), r.sensorSeq, r.ts, r.value);
-          inserted.push(...insertStatement(chunk.length).all(...params));
+      insertMeasurements: (points) => {
+        const count = points.length / 3;
+        const written = new Uint8Array(count);
+        for (let i = 0; i < count; i++) {
+          const seq = points[i * 3]!;
+          written[i] = insertMeasurement.run(
+            measurementGroup(seq),
+            seq,
+            points[i * 3 + 1]!,
+            points[i * 3 + 2]!,
+          ).changes;
         }
-        return creditFirst(rows, inserted);
+        return written;
       },
+      appendJournal: (points, at) => {
+        appendJournal.run(encodeJournal(points), at);
+      },
+      updateDevices: (rows) => {
+        for (const r of rows) updateDevice.run(r.lastSeenAt, r.online, r.id);
+      },
+      enqueueJob: (job) => {
+        insertJob.run(job.id, job.kind, job.payload, job.at, job.at);
+      },
+    };
+    this.foldTx = {
+      takeJournal: (limit) => takeJournal.all(limit).map((r) => r.points),
       upsertRollups: (deltas: RollupDelta[]) => {
         for (let start = 0; start < deltas.length; start += CHUNK) {
           const chunk = deltas.slice(start, start + CHUNK);
@@ -141,20 +146,23 @@ export class SqliteIngestStore implements IngestStore {
       updateSensorLast: (rows) => {
         updateSensors.run(JSON.stringify(rows.map((r) => [r.sensorSeq, r.ts, r.value, r.minTs])));
       },
-      updateDevices: (rows) => {
-        for (const r of rows) updateDevice.run(r.lastSeenAt, r.online, r.id);
-      },
-      enqueueJob: (job) => {
-        insertJob.run(job.id, job.kind, job.payload, job.at, job.at);
-      },
     };
   }
 
-  async transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T> {
+  transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T> {
+    return this.immediate(() => work(this.tx));
+  }
+
+  /** Folds are serialised with everything else by the one connection (and across processes by SQLite's lock). */
+  fold<T>(work: (tx: FoldTx) => Promise<T>): Promise<T> {
+    return this.immediate(() => work(this.foldTx));
+  }
+
+  private immediate<T>(work: () => Promise<T>): Promise<T> {
     return this.db.connection().execute(async () => {
       this.sqlite.exec('BEGIN IMMEDIATE');
       try {
-        const result = await work(this.tx);
+        const result = await work();
         this.sqlite.exec('COMMIT');
         return result;
       } catch (err) {

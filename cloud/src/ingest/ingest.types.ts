@@ -41,19 +41,6 @@ export interface RateInfo {
   resetAt: number;
 }
 
-/** A measurement that was written (not a duplicate), handed to the rule engine. */
-export interface AcceptedPoint {
-  accountId: string;
-  deviceId: string;
-  siteId: string;
-  sensorId: string;
-  channelId: string;
-  sensorSeq: number;
-  kind: string;
-  ts: number;
-  value: number;
-}
-
 export type IngestOutcome =
   | {
       ok: true;
@@ -63,7 +50,6 @@ export type IngestOutcome =
       deduplicated: number;
       channels: ResolvedChannel[];
       rate: RateInfo | null;
-      points: AcceptedPoint[];
     }
   | { ok: false; error: ApiError; rate: RateInfo | null };
 
@@ -111,6 +97,11 @@ export interface MeasurementRow {
   value: number;
 }
 
+/** A channel's newest point among those folded, and the oldest time folded (the rule engine's marker). */
+export interface SensorLastRow extends MeasurementRow {
+  minTs: number;
+}
+
 /**
  * The data access of one ingest unit of work, implemented once per database
  * (`ingest.store.sqlite.ts`, `ingest.store.postgres.ts`). All calls run inside one transaction.
@@ -128,22 +119,32 @@ export interface IngestTx {
   ): Promise<SensorRef[]> | SensorRef[];
   /** Inserts, skipping rows whose (device, kind, label) exists already. */
   insertSensors(rows: NewSensorRow[]): Promise<void> | void;
-  /** Inserts, skipping (sensor, ts) that exist; says for each row whether it was written. */
-  insertMeasurements(rows: MeasurementRow[]): Promise<boolean[]> | boolean[];
+  /**
+   * Inserts (seq, ts, value) triplets, skipping (channel, ts) that exist (the first of two equal
+   * keys in one call wins); says for each point whether it was written (1) or a duplicate (0).
+   */
+  insertMeasurements(points: Float64Array): Promise<Uint8Array> | Uint8Array;
+  /** Adds the points written to the journal (`ingest.fold.ts`), for the fold to derive state from. */
+  appendJournal(points: Float64Array, at: number): Promise<void> | void;
+  updateDevices(rows: { id: string; lastSeenAt: number; online: number }[]): Promise<void> | void;
+  /** Adds a row to the job queue (jobs/job-queue.ts) in this transaction: work that must follow the data. */
+  enqueueJob(job: { id: string; kind: string; payload: string; at: number }): Promise<void> | void;
+}
+
+/** The data access of one fold (`ingest.fold.ts`), in one transaction. */
+export interface FoldTx {
+  /** Removes up to `limit` journal rows, oldest first, and answers their payloads. */
+  takeJournal(limit: number): Promise<Uint8Array[]> | Uint8Array[];
   /**
    * Merges each delta into its rollup row (count and sum add up, min/max widen, first/last move only
    * to an earlier/later ts). One delta per (channel, level, bucket), in key order.
    */
   upsertRollups(deltas: RollupDelta[]): Promise<void> | void;
-  /** Moves each sensor's last value forward (never backward: late data keeps the newest). */
   /**
    * Moves each sensor's last value forward (never back), and marks the channel for the rule engine
-   * from `minTs`, the oldest time written to it in this group (`sensors.eval_from`, `eval_gen`).
+   * from `minTs`, the oldest time folded for it (`sensors.eval_from`, `eval_gen`). In seq order.
    */
-  updateSensorLast(rows: (MeasurementRow & { minTs: number })[]): Promise<void> | void;
-  updateDevices(rows: { id: string; lastSeenAt: number; online: number }[]): Promise<void> | void;
-  /** Adds a row to the job queue (jobs/job-queue.ts) in this transaction: work that must follow the data. */
-  enqueueJob(job: { id: string; kind: string; payload: string; at: number }): Promise<void> | void;
+  updateSensorLast(rows: SensorLastRow[]): Promise<void> | void;
 }
 
 export interface IngestStore {
@@ -155,6 +156,8 @@ export interface IngestStore {
   readonly concurrency?: number;
   /** Runs `work` in one transaction; rolls back when it throws. */
   transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T>;
+  /** Runs one fold in one transaction, one at a time across processes. */
+  fold<T>(work: (tx: FoldTx) => Promise<T>): Promise<T>;
 }
 
 /**
@@ -162,9 +165,13 @@ export interface IngestStore {
  * the first row that carried it; later rows with the same (channel, ts) are duplicates.
  */
 export function creditFirst(
-  rows: MeasurementRow[],
+  points: Float64Array,
   inserted: { sensor_seq: number; ts: number }[],
-): boolean[] {
+): Uint8Array {
+  const count = points.length / 3;
+  const written = new Uint8Array(count);
+  if (inserted.length === count) return written.fill(1); // the usual case: nothing was a duplicate
   const fresh = new Set(inserted.map((r) => `${r.sensor_seq}:${r.ts}`));
-  return rows.map((r) => fresh.delete(`${r.sensorSeq}:${r.ts}`));
+  for (let i = 0; i < count; i++) written[i] = fresh.delete(`${points[i * 3]}:${points[i * 3 + 1]}`) ? 1 : 0;
+  return written;
 }

@@ -45,7 +45,14 @@ const BUCKET_CHUNK = 10_000;
  */
 export class MeasurementsService {
   constructor(
-    private readonly deps: { db: Db; clock: Clock; config: Config; measurements: MeasurementsRepository },
+    private readonly deps: {
+      db: Db;
+      clock: Clock;
+      config: Config;
+      measurements: MeasurementsRepository;
+      /** Folds ingest's journal into the rollups, so aggregates include everything ingested (ingest.fold.ts). */
+      catchUp?: () => Promise<void>;
+    },
   ) {}
 
   /** Devices deleted before this are past retention: their channels are gone for reads. */
@@ -112,6 +119,7 @@ export class MeasurementsService {
    */
   private async *aggregated(seq: number, q: SeriesQuery, chunk: number): AsyncGenerator<Point[]> {
     const { db, measurements } = this.deps;
+    await this.deps.catchUp?.();
     const width = q.width!;
     let pos = q.from;
     while (pos < q.to) {

@@ -136,43 +136,79 @@ export function evaluate(fn: AggFn, a: Aggregate): number {
 }
 
 /**
- * The rollup rows a group of written points adds to, aggregated in memory first so each
- * (channel, level, bucket) is upserted once per ingest group, in key order (grp, res, bucket, seq):
- * the order of the primary key, which keeps concurrent PostgreSQL replicas from deadlocking.
+ * The rollup rows some written points add to, aggregated in memory first so each
+ * (channel, level, bucket) is upserted once, in key order (grp, res, bucket, seq): the order of the
+ * primary key, which keeps concurrent PostgreSQL writers from deadlocking.
  * Only points that were actually written may be passed (duplicates must not count twice).
  */
 export function rollupDeltas(
   points: Iterable<{ sensorSeq: number; ts: number; value: number }>,
 ): RollupDelta[] {
-  // Level → bucket → channel: number keys only (this runs for every ingest group).
-  const levels = ROLLUP_LEVELS.map(() => new Map<number, Map<number, RollupDelta>>());
+  const flat: number[] = [];
+  for (const p of points) flat.push(p.sensorSeq, p.ts, p.value);
+  return rollupDeltasOf([Float64Array.from(flat)]);
+}
+
+/**
+ * `rollupDeltas` over (seq, ts, value) triplets, the ingest journal's format (this runs for every
+ * fold): hourly buckets first, with number keys only, then each day merged from its hours.
+ */
+export function rollupDeltasOf(batches: readonly Float64Array[]): RollupDelta[] {
+  const finest = ROLLUP_LEVELS[ROLLUP_LEVELS.length - 1]!;
+  const finestWidth = resMicros(finest);
+  // channel → bucket start → delta
+  const hours = new Map<number, Map<number, RollupDelta>>();
   const out: RollupDelta[] = [];
-  for (const p of points) {
-    for (let l = 0; l < ROLLUP_LEVELS.length; l++) {
-      const res = ROLLUP_LEVELS[l]!;
-      const bucket = bucketStart(p.ts, resMicros(res));
-      let channels = levels[l]!.get(bucket);
-      if (!channels) levels[l]!.set(bucket, (channels = new Map<number, RollupDelta>()));
-      const found = channels.get(p.sensorSeq);
+  for (const points of batches) {
+    for (let i = 0; i + 2 < points.length; i += 3) {
+      const seq = points[i]!;
+      const ts = points[i + 1]!;
+      const value = points[i + 2]!;
+      const bucket = bucketStart(ts, finestWidth);
+      let buckets = hours.get(seq);
+      if (!buckets) hours.set(seq, (buckets = new Map<number, RollupDelta>()));
+      const found = buckets.get(bucket);
       if (!found) {
-        const delta = { sensorSeq: p.sensorSeq, res, bucket, ...pointAggregate(p.ts, p.value) };
-        channels.set(p.sensorSeq, delta);
+        const delta: RollupDelta = { sensorSeq: seq, res: finest, bucket, ...pointAggregate(ts, value) };
+        buckets.set(bucket, delta);
         out.push(delta);
         continue;
       }
       found.n += 1;
-      found.total += p.value;
-      if (p.value < found.lo) found.lo = p.value;
-      if (p.value > found.hi) found.hi = p.value;
-      if (p.ts < found.firstTs) {
-        found.firstTs = p.ts;
-        found.firstValue = p.value;
+      found.total += value;
+      if (value < found.lo) found.lo = value;
+      if (value > found.hi) found.hi = value;
+      if (ts < found.firstTs) {
+        found.firstTs = ts;
+        found.firstValue = value;
       }
-      if (p.ts > found.lastTs) {
-        found.lastTs = p.ts;
-        found.lastValue = p.value;
+      if (ts > found.lastTs) {
+        found.lastTs = ts;
+        found.lastValue = value;
       }
     }
+  }
+  // Coarser levels merge the finer deltas (each level's width divides the next one's).
+  let finer = out.slice();
+  for (let l = ROLLUP_LEVELS.length - 2; l >= 0; l--) {
+    const res = ROLLUP_LEVELS[l]!;
+    const width = resMicros(res);
+    const coarse = new Map<number, Map<number, RollupDelta>>();
+    const level: RollupDelta[] = [];
+    for (const d of finer) {
+      const bucket = bucketStart(d.bucket, width);
+      let buckets = coarse.get(d.sensorSeq);
+      if (!buckets) coarse.set(d.sensorSeq, (buckets = new Map<number, RollupDelta>()));
+      const found = buckets.get(bucket);
+      if (found) mergeInto(found, d);
+      else {
+        const delta: RollupDelta = { ...d, res, bucket };
+        buckets.set(bucket, delta);
+        level.push(delta);
+      }
+    }
+    out.push(...level);
+    finer = level;
   }
   return out.sort(
     (a, b) =>

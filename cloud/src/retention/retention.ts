@@ -35,11 +35,14 @@ export class RetentionJob {
       config: Config;
       log: Logger;
       measurements: MeasurementsRepository;
+      /** Folds ingest's journal first: no rollup of old points may be merged after they are pruned. */
+      catchUp?: () => Promise<void>;
     },
   ) {}
 
   async run(): Promise<RetentionResult> {
     const { db, clock, config, log, measurements } = this.deps;
+    await this.deps.catchUp?.();
     const cutoff = retentionCutoff(config, clock.nowMicros());
     let deleted = 0;
     const groups = await measurements.groups(db);

@@ -100,6 +100,8 @@ export class RuleEngine implements RuleChangeListener {
       tickMs?: number;
       /** How long a kick waits so that the points of several ingest groups are evaluated together. */
       kickDelayMs?: number;
+      /** Brings ingest's derived state (the `eval_from` marker, last values) up to date (ingest.fold.ts). */
+      catchUp?: () => Promise<void>;
     },
   ) {}
 
@@ -163,6 +165,7 @@ export class RuleEngine implements RuleChangeListener {
 
   private async pass(): Promise<number> {
     const { repository, database, clock } = this.deps;
+    await this.deps.catchUp?.();
     const now = clock.nowMicros();
     const db = database.db;
     const seqs = [
@@ -185,6 +188,7 @@ export class RuleEngine implements RuleChangeListener {
     record?: (db: Db, result: EvaluationSummary & { replayed: number }) => Promise<void>,
   ): Promise<EvaluationSummary & { replayed: number }> {
     return this.serialize(async () => {
+      await this.deps.catchUp?.();
       const now = this.deps.clock.nowMicros();
       const from = now - RECOMPUTE_WINDOW_MICROS;
       let result: (EvaluationSummary & { replayed: number }) | null = null;

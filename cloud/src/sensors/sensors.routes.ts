@@ -20,7 +20,7 @@ const PatchSensor = z.strictObject({
 });
 
 export function sensorRoutes(s: Services): RouteDef[] {
-  const { db, devices, sensors, sensorsRepository } = s;
+  const { devices, sensors } = s;
   return [
     {
       method: 'get',
@@ -31,7 +31,7 @@ export function sensorRoutes(s: Services): RouteDef[] {
       errors: ['device_not_found'],
       handler: async (req) => {
         const device = await devices.get(userOf(req.ctx).accountId, param(req, 'device_id'));
-        const rows = await sensorsRepository.listForDevice(db, device.id);
+        const rows = await sensors.listForDevice(device.id);
         return { status: 200, body: { data: rows.map(sensorView), next_cursor: null, has_more: false } };
       },
     },

@@ -50,10 +50,19 @@ export class SensorsService {
       sensors: SensorsRepository;
       audit: AuditRepository;
       ruleChanges?: RuleChangeListener;
+      /** Brings last values up to date with everything ingested (ingest.fold.ts). */
+      catchUp?: () => Promise<void>;
     },
   ) {}
 
+  /** A device's sensors, with last values up to date. */
+  async listForDevice(deviceId: string): Promise<SensorRow[]> {
+    await this.deps.catchUp?.();
+    return this.deps.sensors.listForDevice(this.deps.db, deviceId);
+  }
+
   async get(accountId: string, id: string): Promise<SensorRow> {
+    await this.deps.catchUp?.();
     const sensor = await this.deps.sensors.find(this.deps.db, accountId, id);
     if (!sensor) throw notFound('sensor');
     return sensor;

@@ -40,6 +40,31 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
   return database;
 }
 
+/** Prepared statements kept per SQL text for Kysely (it prepares every query anew otherwise). */
+const STATEMENT_CACHE_SIZE = 500;
+
+/**
+ * The better-sqlite3 handle as Kysely sees it, with prepared statements reused: preparing costs
+ * more than running most of our queries (the rule engine runs the same few thousands of times a
+ * minute). A statement still being iterated (a stream) is busy, so a second use gets a fresh one.
+ */
+function withStatementCache(
+  sqlite: BetterSqlite3.Database,
+): Pick<BetterSqlite3.Database, 'close' | 'prepare'> {
+  const statements = new Map<string, BetterSqlite3.Statement>();
+  return {
+    close: () => sqlite.close(),
+    prepare: ((source: string) => {
+      const cached = statements.get(source);
+      if (cached && !cached.busy) return cached;
+      const statement = sqlite.prepare(source);
+      if (statements.size >= STATEMENT_CACHE_SIZE) statements.delete(statements.keys().next().value!);
+      statements.set(source, statement);
+      return statement;
+    }) as BetterSqlite3.Database['prepare'],
+  };
+}
+
 function openSqlite(file: string): Database {
   if (file !== ':memory:') fs.mkdirSync(path.dirname(file), { recursive: true });
   const sqlite = new BetterSqlite3(file);
@@ -51,7 +76,7 @@ function openSqlite(file: string): Database {
   // (a long scan fills the cache) its memory target.
   sqlite.pragma('cache_size = -16384');
   sqlite.pragma('busy_timeout = 5000');
-  const db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: sqlite }) });
+  const db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   return {
     dialect: 'sqlite',
     db,

@@ -139,6 +139,8 @@ export interface Tables {
     expires_at: number;
   };
   rate_limit_counters: { bucket: string; window_start: number; count: number };
+  /** Points written by ingest and not yet folded into derived state (migration 0005, ingest.fold.ts). */
+  ingest_journal: { id: Generated<number>; points: Uint8Array; created_at: number };
   /** MQTT bridges (migration 0004): one client certificate each, known by its fingerprint. */
   bridges: {
     id: string;

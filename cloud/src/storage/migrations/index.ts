@@ -3,6 +3,7 @@ import { initial } from './0001_initial.ts';
 import { rules } from './0002_rules.ts';
 import { reads } from './0003_reads.ts';
 import { bridges } from './0004_bridges.ts';
+import { ingestJournal } from './0005_ingest_journal.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
@@ -20,4 +21,4 @@ export interface Migration {
   statements: (d: DialectSql) => string[];
 }
 
-export const MIGRATIONS: readonly Migration[] = [initial, rules, reads, bridges];
+export const MIGRATIONS: readonly Migration[] = [initial, rules, reads, bridges, ingestJournal];
