@@ -1,10 +1,35 @@
 import express, { type Express, type Request } from 'express';
 import { newId } from '../../shared/ids.ts';
+import type { Principal } from './http/context.ts';
 import { BODY_LIMIT_BYTES, errorHandler, notFoundHandler } from './http/error-handler.ts';
 import { mountRoutes, type RouteDef } from './http/route-table.ts';
 import { redactUrl, type Logger } from './logger.ts';
 import { allRoutes } from './routes.ts';
 import type { Services } from './services.ts';
+
+/** The access log's line for one request (the Express app and the ingest fast path alike). */
+export function logRequest(
+  log: Logger,
+  requestId: string,
+  method: string,
+  url: string,
+  status: number,
+  started: number,
+  principal: Principal | null,
+): void {
+  log.info(
+    {
+      req_id: requestId,
+      method,
+      url: redactUrl(url),
+      status,
+      ms: Math.round((performance.now() - started) * 10) / 10,
+      account_id: principal?.accountId,
+      device_id: principal?.kind === 'device' ? principal.deviceId : undefined,
+    },
+    'request',
+  );
+}
 
 /** The Express app: request id, access log, body limit, the route table, 404 and the error envelope. */
 export function createApp(s: Services): { app: Express; routes: RouteDef[] } {
@@ -27,21 +52,9 @@ export function createApp(s: Services): { app: Express; routes: RouteDef[] } {
     };
     res.set('X-Request-Id', requestId);
     const started = performance.now();
-    res.on('finish', () => {
-      const principal = req.ctx.principal;
-      s.log.info(
-        {
-          req_id: requestId,
-          method: req.method,
-          url: redactUrl(req.originalUrl),
-          status: res.statusCode,
-          ms: Math.round((performance.now() - started) * 10) / 10,
-          account_id: principal?.accountId,
-          device_id: principal?.kind === 'device' ? principal.deviceId : undefined,
-        },
-        'request',
-      );
-    });
+    res.on('finish', () =>
+      logRequest(s.log, requestId, req.method, req.originalUrl, res.statusCode, started, req.ctx.principal),
+    );
     next();
   });
 

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from './app.ts';
+import { ingestFastPath } from './http/ingest-fast-path.ts';
 import { SystemClock, type Clock } from './clock.ts';
 import { withListeningPort, type Config } from './config.ts';
 import type { RouteDef } from './http/route-table.ts';
@@ -67,7 +68,11 @@ export class Cloud {
     this.services = buildServices({ config, clock, log, database, jobPollMs: this.options.jobPollMs });
     const { app, routes } = createApp(this.services);
     this.routes = routes;
-    this.server.on('request', app);
+    // Device ingest first, straight from Node's HTTP server; everything else through Express.
+    const fastPath = ingestFastPath(this.services);
+    this.server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+      if (!fastPath(req, res)) app(req, res);
+    });
     const mqttPort = this.options.mqttListenPort ?? (config.mqttPort === 0 ? null : config.mqttPort);
     if (mqttPort !== null) {
       try {

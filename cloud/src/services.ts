@@ -19,7 +19,7 @@ import { DEVICE_STATE_JOB, IngestCore } from './ingest/ingest.core.ts';
 import type { DeviceStateChange } from './ingest/ingest.types.ts';
 import { PostgresIngestStore } from './ingest/ingest.store.postgres.ts';
 import { SqliteIngestStore } from './ingest/ingest.store.sqlite.ts';
-import type { IngestStore } from './ingest/ingest.types.ts';
+import type { Ingest, IngestStore } from './ingest/ingest.types.ts';
 import { JobQueue } from './jobs/job-queue.ts';
 import { IdempotencyStore } from './limits/idempotency.ts';
 import { RateLimiter } from './limits/rate-limiter.ts';
@@ -70,7 +70,7 @@ export interface Services {
   devices: DevicesService;
   sensorsRepository: SensorsRepository;
   sensors: SensorsService;
-  ingest: IngestCore;
+  ingest: Ingest;
   /** The rule engine (issue 4): states, alarm events, the tick; started by `Cloud.start()`. */
   rules: RuleEngine;
   events: EventsService;

@@ -18,6 +18,7 @@ import type { Logger } from '../logger.ts';
 import { defaultRule, isVertical } from '../sites/verticals.ts';
 import type {
   DeviceStateChange,
+  Ingest,
   IngestDevice,
   IngestItem,
   IngestOutcome,
@@ -89,7 +90,7 @@ class ChannelCache {
  * written in the next one, in one transaction. A durable commit (fsync) per group instead of per
  * request is what lets a 200 mean "committed" at tens of thousands of measurements per second.
  */
-export class IngestCore {
+export class IngestCore implements Ingest {
   private queue: Pending[] = [];
   /** Groups being written now; at most `store.concurrency` (1 on SQLite: one writer anyway). */
   private writers = 0;
@@ -100,7 +101,14 @@ export class IngestCore {
 
   private readonly folder: JournalFolder;
 
-  constructor(private readonly deps: { store: IngestStore; clock: Clock; config: Config; log: Logger }) {
+  constructor(
+    private readonly deps: {
+      store: IngestStore;
+      clock: Clock;
+      config: Pick<Config, 'rateLimits' | 'rateLimitMode'>;
+      log: Pick<Logger, 'warn' | 'error'>;
+    },
+  ) {
     this.folder = new JournalFolder({ store: deps.store, log: deps.log });
   }
 

@@ -72,7 +72,7 @@ export class JournalFolder {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
 
-  constructor(private readonly deps: { store: IngestStore; log: Logger }) {}
+  constructor(private readonly deps: { store: IngestStore; log: Pick<Logger, 'error'> }) {}
 
   /** A group committed journal rows: fold them soon. */
   written(): void {

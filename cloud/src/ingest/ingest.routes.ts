@@ -1,4 +1,5 @@
 import type { Request, Response } from 'express';
+import type { Principal } from '../http/context.ts';
 import {
   IngestBodySchema,
   IngestValidationError,
@@ -26,36 +27,52 @@ function capture<T>(work: () => T): { value: T | null; error: ApiError | null } 
 }
 
 /**
+ * One ingest request as both ways of serving it see it: the Express route (and its Idempotency-Key
+ * pipeline) and the fast path in front of Express (`http/ingest-fast-path.ts`).
+ */
+export interface IngestExchange {
+  /** The body exactly as received (POST). */
+  rawBody: Buffer | null;
+  /** The query string's values (Shelly GET). */
+  query: Record<string, unknown>;
+  /** A request header by its lower-case name. */
+  header(name: string): string | undefined;
+  /** Set by the pipeline when it authenticated already (Idempotency-Key path); set here on success, for the access log. */
+  principal: Principal | null;
+  setHeaders(headers: Record<string, string>): void;
+}
+
+/**
  * The credentials of an ingest request: the pipeline's device (Idempotency-Key path) or the raw
  * token, checked in the unit of work. A user token is told apart here (403 `forbidden`, not 401).
  */
 async function credentialOf(
-  req: Request,
+  x: IngestExchange,
   authenticator: Authenticator,
   queryToken: boolean,
 ): Promise<Pick<IngestItem, 'credential' | 'countRate'>> {
-  const principal = req.ctx.principal;
+  const principal = x.principal;
   if (principal?.kind === 'device') return { credential: { kind: 'device', principal }, countRate: false };
-  const token = Authenticator.deviceToken(req.headers.authorization, req.query.token, queryToken);
+  const token = Authenticator.deviceToken(x.header('authorization'), x.query.token, queryToken);
   if (token?.startsWith(USER_TOKEN_PREFIX)) await authenticator.device(token); // throws 403 or 401
   return { credential: { kind: 'token', tokenHash: token ? hashSecret(token) : null }, countRate: true };
 }
 
-/** Protocol adapters for HTTP ingest: they translate into an IngestItem and answer the outcome. */
-export function ingestRoutes(s: Services): RouteDef[] {
+/** The ingest requests' handlers, free of any HTTP framework. */
+export function ingestHandlers(s: Pick<Services, 'ingest' | 'clock' | 'authenticator'>) {
   const { ingest, clock } = s;
 
-  async function answer(item: IngestItem, req: Request, res: Response): Promise<Reply> {
+  async function answer(item: IngestItem, x: IngestExchange): Promise<Reply> {
     const outcome = await ingest.submit(item);
     if (outcome.rate) {
-      res.set({
+      x.setHeaders({
         'X-RateLimit-Device': String(outcome.rate.limit),
         'X-RateLimit-Remaining': String(outcome.rate.remaining),
         'X-RateLimit-Reset': String(outcome.rate.resetAt),
       });
     }
     if (!outcome.ok) throw outcome.error;
-    req.ctx.principal ??= {
+    x.principal ??= {
       kind: 'device',
       accountId: outcome.accountId,
       deviceId: outcome.deviceId,
@@ -69,6 +86,95 @@ export function ingestRoutes(s: Services): RouteDef[] {
     };
   }
 
+  return {
+    /** `POST /v1/ingest`. `parsedBody`: the body the pipeline parsed already (Idempotency-Key path). */
+    async post(x: IngestExchange, parsedBody?: unknown): Promise<Reply> {
+      const receivedAt = clock.nowMicros();
+      const parsed =
+        parsedBody !== undefined
+          ? { value: parsedBody, error: null }
+          : capture(() => {
+              const raw = x.rawBody;
+              if (!raw || raw.length === 0)
+                throw new InvalidRequest('bad_json', 'the body is empty; send JSON');
+              try {
+                return JSON.parse(raw.toString('utf8')) as unknown;
+              } catch {
+                throw new InvalidRequest('bad_json', 'the body is not valid JSON');
+              }
+            });
+      const override = x.header('x-device-id');
+      const ref = parsed.error
+        ? { value: null, error: null }
+        : capture(() => ingestDeviceRef(parsed.value, override));
+      const body =
+        (parsed.error ?? ref.error)
+          ? { value: null, error: parsed.error ?? ref.error }
+          : capture(() =>
+              validateIngestBody(parsed.value, { nowMicros: receivedAt, deviceOverride: override }),
+            );
+      return answer(
+        {
+          ...(await credentialOf(x, s.authenticator, false)),
+          deviceRef: ref.value ?? null,
+          receivedAt,
+          ts: body.value?.ts ?? null,
+          measurements: body.value?.measurements ?? [],
+          error: body.error,
+        },
+        x,
+      );
+    },
+
+    /** `GET /v1/ingest/shelly`. */
+    async shelly(x: IngestExchange): Promise<Reply> {
+      const receivedAt = clock.nowMicros();
+      const query = x.query;
+      const device = typeof query.device === 'string' && query.device !== '' ? query.device : null;
+      const reading = capture(() => {
+        if (device === null) {
+          throw new InvalidRequest('invalid_request', 'device is required', [
+            { path: 'device', message: 'required' },
+          ]);
+        }
+        return parseShellyQuery(query, receivedAt);
+      });
+      return answer(
+        {
+          ...(await credentialOf(x, s.authenticator, true)),
+          deviceRef: device,
+          receivedAt,
+          ts: reading.value?.ts ?? null,
+          measurements: reading.value?.measurements ?? [],
+          shellyBattery: reading.value?.battery ?? null,
+          lwt: reading.value?.lwt ?? null,
+          error: reading.error,
+        },
+        x,
+      );
+    },
+  };
+}
+
+/** The Express side of an exchange: the request's context carries the principal for the access log. */
+function expressExchange(req: Request, res: Response): IngestExchange {
+  return {
+    rawBody: req.ctx.rawBody,
+    query: req.query,
+    header: (name) => req.get(name),
+    get principal() {
+      return req.ctx.principal;
+    },
+    set principal(p) {
+      req.ctx.principal = p;
+    },
+    setHeaders: (headers) => res.set(headers),
+  };
+}
+
+/** Protocol adapters for HTTP ingest: they translate into an IngestItem and answer the outcome. */
+export function ingestRoutes(s: Services): RouteDef[] {
+  const handlers = ingestHandlers(s);
   return [
     {
       method: 'post',
@@ -91,45 +197,12 @@ export function ingestRoutes(s: Services): RouteDef[] {
         'out_of_range',
         'idempotency_conflict',
       ],
-      handler: async (req, res) => {
-        const receivedAt = clock.nowMicros();
-        // On the Idempotency-Key path the pipeline has parsed the body already.
-        const parsed =
-          req.ctx.principal !== null
-            ? { value: req.body as unknown, error: null }
-            : capture(() => {
-                const raw = req.ctx.rawBody;
-                if (!raw || raw.length === 0)
-                  throw new InvalidRequest('bad_json', 'the body is empty; send JSON');
-                try {
-                  return JSON.parse(raw.toString('utf8')) as unknown;
-                } catch {
-                  throw new InvalidRequest('bad_json', 'the body is not valid JSON');
-                }
-              });
-        const override = req.get('X-Device-Id');
-        const ref = parsed.error
-          ? { value: null, error: null }
-          : capture(() => ingestDeviceRef(parsed.value, override));
-        const body =
-          (parsed.error ?? ref.error)
-            ? { value: null, error: parsed.error ?? ref.error }
-            : capture(() =>
-                validateIngestBody(parsed.value, { nowMicros: receivedAt, deviceOverride: override }),
-              );
-        return answer(
-          {
-            ...(await credentialOf(req, s.authenticator, false)),
-            deviceRef: ref.value ?? null,
-            receivedAt,
-            ts: body.value?.ts ?? null,
-            measurements: body.value?.measurements ?? [],
-            error: body.error,
-          },
-          req,
-          res,
-        );
-      },
+      // On the Idempotency-Key path the pipeline has authenticated and parsed the body already.
+      handler: (req, res) =>
+        handlers.post(
+          expressExchange(req, res),
+          req.ctx.principal !== null ? (req.body as unknown) : undefined,
+        ),
     },
     {
       method: 'get',
@@ -141,33 +214,7 @@ export function ingestRoutes(s: Services): RouteDef[] {
       query: ShellyQuerySchema,
       success: { status: 200, description: '{accepted, deduplicated, channels}, as POST /v1/ingest' },
       errors: ['invalid_request', 'no_measurements', 'device_not_in_token', 'out_of_range'],
-      handler: async (req, res) => {
-        const receivedAt = clock.nowMicros();
-        const query = req.query as Record<string, unknown>;
-        const device = typeof query.device === 'string' && query.device !== '' ? query.device : null;
-        const reading = capture(() => {
-          if (device === null) {
-            throw new InvalidRequest('invalid_request', 'device is required', [
-              { path: 'device', message: 'required' },
-            ]);
-          }
-          return parseShellyQuery(query, receivedAt);
-        });
-        return answer(
-          {
-            ...(await credentialOf(req, s.authenticator, true)),
-            deviceRef: device,
-            receivedAt,
-            ts: reading.value?.ts ?? null,
-            measurements: reading.value?.measurements ?? [],
-            shellyBattery: reading.value?.battery ?? null,
-            lwt: reading.value?.lwt ?? null,
-            error: reading.error,
-          },
-          req,
-          res,
-        );
-      },
+      handler: (req, res) => handlers.shelly(expressExchange(req, res)),
     },
   ];
 }

@@ -29,6 +29,22 @@ export interface IngestItem {
   error: ApiError | null;
 }
 
+/**
+ * The ingest core as its users see it (`IngestCore` in this thread, `IngestWriterThread` for SQLite).
+ * `submit` resolves once the item's group is committed.
+ */
+export interface Ingest {
+  submit(item: IngestItem): Promise<IngestOutcome>;
+  /** Called with the number of measurements each group wrote, after it committed. */
+  onAccepted(listener: (accepted: number) => void | Promise<void>): void;
+  /** Called after commit with the devices a group flipped online or offline. */
+  onDeviceState(listener: (changes: DeviceStateChange[]) => void | Promise<void>): void;
+  /** Resolves once state derived from everything ingested so far is up to date (ingest.fold.ts). */
+  catchUp(): Promise<void>;
+  /** After the last submit: folds what is left and releases what the core holds. */
+  stop(): Promise<void>;
+}
+
 export interface ResolvedChannel {
   type: string;
   label: string | null;

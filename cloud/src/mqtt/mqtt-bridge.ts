@@ -17,7 +17,7 @@ import type { BridgesRepository } from '../bridges/bridges.repository.ts';
 import type { Clock } from '../clock.ts';
 import { ApiError, Forbidden, InvalidRequest } from '../errors.ts';
 import { toApiError } from '../ingest/ingest.core.ts';
-import type { IngestCore } from '../ingest/ingest.core.ts';
+import type { Ingest } from '../ingest/ingest.types.ts';
 import type { IngestItem } from '../ingest/ingest.types.ts';
 import type { Logger } from '../logger.ts';
 import type { BridgePki } from '../pki/pki.ts';
@@ -100,7 +100,7 @@ export class MqttBridge implements BridgeConnections {
       pki: BridgePki;
       bridges: BridgesRepository;
       devices: BridgeDevices;
-      ingest: IngestCore;
+      ingest: Ingest;
     },
   ) {}
 

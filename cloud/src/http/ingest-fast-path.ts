@@ -1,0 +1,122 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import querystring from 'node:querystring';
+import { newId } from '../../../shared/ids.ts';
+import { logRequest } from '../app.ts';
+import { PayloadTooLarge, type ApiError } from '../errors.ts';
+import { ingestHandlers, type IngestExchange } from '../ingest/ingest.routes.ts';
+import type { Logger } from '../logger.ts';
+import type { Services } from '../services.ts';
+import type { Principal } from './context.ts';
+import { BODY_LIMIT_BYTES, errorBody, toApiError } from './error-handler.ts';
+import type { Reply } from './route-table.ts';
+
+/**
+ * The device ingest routes served straight from Node's HTTP server, in front of Express.
+ *
+ * Express costs about five times the CPU of Node's own HTTP handling per request (router, request
+ * and response decoration, body parser, `res.json`): on the 2-core benchmark machine that alone kept
+ * 32-measurement ingest from its target (docs/design/ingest.md). Devices send the bulk of all
+ * requests, so their two routes take this path; it runs the same steps as the Express pipeline
+ * (request id, access log, 256 KiB body limit, the same handlers and error envelope), and anything
+ * it does not handle exactly as Express would goes to Express instead: an Idempotency-Key (the
+ * pipeline's cache), a compressed body, another method or path spelling.
+ * `test/cloud/ingest/fast-path.test.ts` checks both answer alike.
+ */
+export function ingestFastPath(
+  s: Pick<Services, 'ingest' | 'clock' | 'authenticator' | 'log'>,
+): (req: IncomingMessage, res: ServerResponse) => boolean {
+  const handlers = ingestHandlers(s);
+  return (req, res) => {
+    const url = req.url ?? '';
+    if (req.headers['idempotency-key'] !== undefined) return false;
+    if (req.method === 'POST' && url === '/v1/ingest') {
+      const encoding = req.headers['content-encoding'];
+      if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return false;
+      serve(req, res, s.log, (x) => handlers.post(x), { body: true, query: {} });
+      return true;
+    }
+    if (req.method === 'GET' && (url === '/v1/ingest/shelly' || url.startsWith('/v1/ingest/shelly?'))) {
+      const q = url.indexOf('?');
+      const query = q < 0 ? {} : (querystring.parse(url.slice(q + 1)) as Record<string, unknown>);
+      serve(req, res, s.log, (x) => handlers.shelly(x), { body: false, query });
+      return true;
+    }
+    return false;
+  };
+}
+
+function serve(
+  req: IncomingMessage,
+  res: ServerResponse,
+  log: Logger,
+  handler: (x: IngestExchange) => Promise<Reply>,
+  input: { body: boolean; query: Record<string, unknown> },
+): void {
+  const requestId = newId('req');
+  const started = performance.now();
+  const headers: Record<string, string> = { 'X-Request-Id': requestId };
+  const exchange: IngestExchange = {
+    rawBody: null,
+    query: input.query,
+    header: (name) => {
+      const value = req.headers[name];
+      return Array.isArray(value) ? value.join(', ') : value;
+    },
+    principal: null as Principal | null,
+    setHeaders: (more) => Object.assign(headers, more),
+  };
+  res.on('finish', () =>
+    logRequest(log, requestId, req.method ?? '', req.url ?? '', res.statusCode, started, exchange.principal),
+  );
+  const answer = (reply: Reply) => {
+    const body = JSON.stringify(reply.body);
+    res.writeHead(reply.status, {
+      ...headers,
+      'Content-Type': 'application/json; charset=utf-8',
+      'Content-Length': String(Buffer.byteLength(body)),
+    });
+    res.end(body);
+  };
+  const fail = (err: unknown, extra: Record<string, string> = {}) => {
+    const apiError: ApiError = toApiError(err);
+    if (apiError.status >= 500) log.error({ err, req_id: requestId }, 'request failed');
+    Object.assign(headers, apiError.headers ?? {}, extra);
+    answer({ status: apiError.status, body: errorBody(apiError, requestId) });
+  };
+  const run = () => {
+    handler(exchange).then(answer, fail);
+  };
+  if (!input.body) {
+    run();
+    return;
+  }
+  // The body, as express.raw reads it: refused unread when its declared length is over the limit,
+  // and as soon as it grows over the limit otherwise (the connection is closed: the rest is not read).
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > BODY_LIMIT_BYTES) {
+    fail(new PayloadTooLarge(BODY_LIMIT_BYTES), { Connection: 'close' });
+    return;
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let refused = false;
+  req.on('data', (chunk: Buffer) => {
+    if (refused) return;
+    size += chunk.length;
+    if (size > BODY_LIMIT_BYTES) {
+      refused = true;
+      fail(new PayloadTooLarge(BODY_LIMIT_BYTES), { Connection: 'close' });
+      return;
+    }
+    chunks.push(chunk);
+  });
+  req.on('end', () => {
+    if (refused) return;
+    exchange.rawBody = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+    run();
+  });
+  // An aborted request has no one left to answer (Express's path answers nobody either).
+  req.on('error', () => {
+    refused = true;
+  });
+}
