@@ -2,8 +2,8 @@ import { MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_MINUTE } from '../../../sha
 import { MEASUREMENT_GROUP_SHIFT } from '../storage/layout.ts';
 
 /**
- * Rollups: per-hour and per-day aggregates of each channel, kept by ingest in the same
- * transaction as the raw rows (`measurement_rollups`). A long aggregated read combines these instead
+ * Rollups: per-hour and per-day aggregates of each channel (`measurement_rollups`), folded from
+ * ingest's journal (`ingest/ingest.fold.ts`); readers catch the fold up first, so they never lag. A long aggregated read combines these instead
  * of scanning raw rows; an aggregate over any range is the merge of the rollups that tile its aligned
  * middle and of finer rollups or raw points at its edges (`tile`), so answers are exact.
  *

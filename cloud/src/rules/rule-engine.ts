@@ -75,8 +75,9 @@ function storedOf(e: AlarmEventRow): StoredEvent {
 /**
  * The rule engine: keeps sensor states and alarm events equal to `derive()` of the stored data.
  *
- * Work arrives three ways, all ending in `evaluate()`: ingest marks the channels it wrote in the
- * same transaction (`sensors.eval_from`, durable) and kicks the engine after commit; a periodic tick
+ * Work arrives three ways, all ending in `evaluate()`: the channels ingest wrote are marked
+ * (`sensors.eval_from`) by the fold of ingest's durable journal, which each pass catches up first
+ * (`catchUp`), and ingest kicks the engine after commit; a periodic tick
  * picks up channels whose state changes with time alone (`channel_trackers.due_at`: grace ends,
  * data stops, a silence window begins or ends); and recompute replays 24 hours on request.
  * Evaluations run one at a time per process and hold a per-channel lock across replicas.
