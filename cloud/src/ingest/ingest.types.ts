@@ -30,7 +30,7 @@ export interface IngestItem {
 }
 
 /**
- * The ingest core as its users see it (`IngestCore` in this thread, `IngestWriterThread` for SQLite).
+ * The ingest core as its users see it (the MQTT bridge, HTTP handlers, readers of derived state).
  * `submit` resolves once the item's group is committed.
  */
 export interface Ingest {
