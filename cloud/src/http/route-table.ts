@@ -112,7 +112,11 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Pip
 
 /** The request body as JSON: undefined when empty, 400 `bad_json` when it does not parse. */
 export function parseJsonBody(req: Request): unknown {
-  const raw = req.ctx.rawBody;
+  return parseJson(req.ctx.rawBody);
+}
+
+/** A raw body as JSON: undefined when empty, 400 `bad_json` when it does not parse. */
+export function parseJson(raw: Buffer | null): unknown {
   if (!raw || raw.length === 0) return undefined;
   try {
     return JSON.parse(raw.toString('utf8')) as unknown;

@@ -10,7 +10,7 @@ import { parseShellyQuery, ShellyQuerySchema } from '../../../shared/shelly.ts';
 import { hashSecret } from '../auth/secrets.ts';
 import { Authenticator, USER_TOKEN_PREFIX } from '../auth/authenticator.ts';
 import { InvalidRequest, type ApiError } from '../errors.ts';
-import type { Reply, RouteDef } from '../http/route-table.ts';
+import { parseJson, type Reply, type RouteDef } from '../http/route-table.ts';
 import type { Services } from '../services.ts';
 import { toApiError } from './ingest.core.ts';
 import type { IngestItem } from './ingest.types.ts';
@@ -94,14 +94,9 @@ export function ingestHandlers(s: Pick<Services, 'ingest' | 'clock' | 'authentic
         parsedBody !== undefined
           ? { value: parsedBody, error: null }
           : capture(() => {
-              const raw = x.rawBody;
-              if (!raw || raw.length === 0)
+              if (!x.rawBody || x.rawBody.length === 0)
                 throw new InvalidRequest('bad_json', 'the body is empty; send JSON');
-              try {
-                return JSON.parse(raw.toString('utf8')) as unknown;
-              } catch {
-                throw new InvalidRequest('bad_json', 'the body is not valid JSON');
-              }
+              return parseJson(x.rawBody);
             });
       const override = x.header('x-device-id');
       const ref = parsed.error
