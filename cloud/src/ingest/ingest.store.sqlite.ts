@@ -7,6 +7,11 @@ import type { FoldTx, IngestDevice, IngestStore, IngestTx, NewSensorRow, SensorR
 
 /** Rollups per INSERT statement (12 parameters each, well under SQLite's limit of 32766). */
 const CHUNK = 128;
+/**
+ * Measurement rows per INSERT statement (a full request): measured a third less CPU per row than one
+ * statement per row.
+ */
+const ROWS_PER_INSERT = 32;
 
 const ROLLUP_INSERT = `INSERT INTO measurement_rollups
   (grp, res, bucket, sensor_seq, n, total, lo, hi, first_ts, first_value, last_ts, last_value)`;
@@ -50,11 +55,23 @@ export class SqliteIngestStore implements IngestStore {
          @grace_min, @rule_enabled, @no_data_min, @state, @created_at)
        ON CONFLICT (device_id, kind, label_key) DO NOTHING`,
     );
-    // One statement per row: its `changes` says whether the row was new, without RETURNING and
-    // without matching keys afterwards (multi-row statements were no faster: the B-tree work dominates).
-    const insertMeasurement = sqlite.prepare<[number, number, number, number]>(
-      `INSERT INTO measurements (grp, sensor_seq, ts, value) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-    );
+    // Rows go in statements of up to ROWS_PER_INSERT rows: a third cheaper per row than one statement
+    // each. A statement's `changes` cannot say which of its rows were duplicates, so when the total
+    // falls short the group's rows are inserted again one by one, whose `changes` can (below).
+    const insertMany = new Map<number, BetterSqlite3.Statement<number[]>>();
+    const insertStatement = (rows: number) => {
+      let statement = insertMany.get(rows);
+      if (!statement) {
+        const values = Array.from({ length: rows }, () => '(?, ?, ?, ?)').join(', ');
+        statement = sqlite.prepare(
+          `INSERT INTO measurements (grp, sensor_seq, ts, value) VALUES ${values} ON CONFLICT DO NOTHING`,
+        );
+        insertMany.set(rows, statement);
+      }
+      return statement;
+    };
+    const insertOne = insertStatement(1);
+    const params = new Array<number>(ROWS_PER_INSERT * 4);
     const appendJournal = sqlite.prepare<[Buffer, number]>(
       `INSERT INTO ingest_journal (points, created_at) VALUES (?, ?)`,
     );
@@ -100,15 +117,36 @@ export class SqliteIngestStore implements IngestStore {
       insertMeasurements: (points) => {
         const count = points.length / 3;
         const written = new Uint8Array(count);
+        sqlite.exec('SAVEPOINT ingest_rows');
+        let changes = 0;
+        for (let start = 0; start < count; start += ROWS_PER_INSERT) {
+          const rows = Math.min(ROWS_PER_INSERT, count - start);
+          const args = rows === ROWS_PER_INSERT ? params : new Array<number>(rows * 4);
+          for (let r = 0; r < rows; r++) {
+            const seq = points[(start + r) * 3]!;
+            args[r * 4] = measurementGroup(seq);
+            args[r * 4 + 1] = seq;
+            args[r * 4 + 2] = points[(start + r) * 3 + 1]!;
+            args[r * 4 + 3] = points[(start + r) * 3 + 2]!;
+          }
+          changes += insertStatement(rows).run(...args).changes;
+        }
+        if (changes === count) {
+          sqlite.exec('RELEASE ingest_rows');
+          return written.fill(1); // the usual case: nothing was a duplicate
+        }
+        // Some rows were already stored (a retry, a gateway resending): which ones, row by row.
+        sqlite.exec('ROLLBACK TO ingest_rows');
         for (let i = 0; i < count; i++) {
           const seq = points[i * 3]!;
-          written[i] = insertMeasurement.run(
+          written[i] = insertOne.run(
             measurementGroup(seq),
             seq,
             points[i * 3 + 1]!,
             points[i * 3 + 2]!,
           ).changes;
         }
+        sqlite.exec('RELEASE ingest_rows');
         return written;
       },
       appendJournal: (points, at) => {

@@ -139,6 +139,17 @@ describe.each(DATABASES)('POST /v1/ingest on %s', (db) => {
       expect((await ingest(body)).json).toMatchObject({ accepted: 2, deduplicated: 0 });
       expect((await ingest(body)).json).toMatchObject({ accepted: 0, deduplicated: 2 });
       expect(await measurementCount(t)).toBe(2);
+      // a resend with one more reading: only the new one is written, and counted once in the rollups
+      const more = { ...body, measurements: [...body.measurements, { type: 'pressure', value: 1013 }] };
+      expect((await ingest(more)).json).toMatchObject({ accepted: 1, deduplicated: 2 });
+      expect(await measurementCount(t)).toBe(3);
+      await t.cloud.services.ingest.catchUp();
+      const counted = await t.cloud.services.db
+        .selectFrom('measurement_rollups')
+        .select(({ fn }) => fn.sum<number>('n').as('n'))
+        .where('res', '=', 3600)
+        .executeTakeFirstOrThrow();
+      expect(Number(counted.n)).toBe(3);
     });
 
     it('dedups on (device, ts, channel): the same channel twice in one request stores the first', async () => {
