@@ -69,7 +69,7 @@ function serve(
     logRequest(log, requestId, req.method ?? '', req.url ?? '', res.statusCode, started, exchange.principal),
   );
   const answer = (reply: Reply) => {
-    const body = JSON.stringify(reply.body);
+    const body = reply.json ?? JSON.stringify(reply.body);
     res.writeHead(reply.status, {
       ...headers,
       'Content-Type': 'application/json; charset=utf-8',

@@ -59,6 +59,29 @@ function channelKey(kind: string, labelKey: string): string {
   return labelKey === '' ? kind : `${kind}\u0000${labelKey}`;
 }
 
+/**
+ * A channel as answers list it, and its JSON: both made once per channel and kept while the channel
+ * is (serialising 32 channels per answer was 4 % of 32-measurement ingest's CPU).
+ */
+const resolvedChannels = new WeakMap<SensorRef, ResolvedChannel>();
+const channelJsons = new WeakMap<ResolvedChannel, string>();
+
+function resolvedChannel(s: SensorRef): ResolvedChannel {
+  let channel = resolvedChannels.get(s);
+  if (!channel) {
+    // The label as sent: channels are matched on it, and no label is stored as ''.
+    channel = { type: s.kind, label: s.label_key === '' ? null : s.label_key, channel_id: s.channel_id };
+    resolvedChannels.set(s, channel);
+  }
+  return channel;
+}
+
+function channelJson(channel: ResolvedChannel): string {
+  let json = channelJsons.get(channel);
+  if (json === undefined) channelJsons.set(channel, (json = JSON.stringify(channel)));
+  return json;
+}
+
 /** Channels by device, then by (kind, label): the device's map is found once per request. */
 class ChannelCache {
   private readonly byDevice = new Map<string, Map<string, SensorRef>>();
@@ -480,17 +503,16 @@ export class IngestCore implements Ingest {
       let accepted = 0;
       for (let r = rowStart[i]!; r < rowStart[i + 1]!; r++) accepted += written[r]!;
       const channels: ResolvedChannel[] = [];
+      let channelsJson = '';
       const listed = new Set<string>();
       const measurements = measurementsOf[i]!;
       for (let k = 0; k < measurements.length; k++) {
         const s = rowSensor[rowStart[i]! + k]!;
         if (listed.has(s.channel_id)) continue;
         listed.add(s.channel_id);
-        channels.push({
-          type: measurements[k]!.kind,
-          label: measurements[k]!.label,
-          channel_id: s.channel_id,
-        });
+        const channel = resolvedChannel(s);
+        channels.push(channel);
+        channelsJson += (channelsJson === '' ? '' : ',') + channelJson(channel);
       }
       return {
         ok: true,
@@ -499,6 +521,7 @@ export class IngestCore implements Ingest {
         accepted,
         deduplicated: measurements.length - accepted,
         channels,
+        channelsJson: `[${channelsJson}]`,
         rate: rates[i] ?? null,
       };
     });

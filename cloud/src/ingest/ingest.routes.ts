@@ -80,9 +80,11 @@ export function ingestHandlers(s: Pick<Services, 'ingest' | 'clock' | 'authentic
       localId: '',
       model: '',
     };
+    const { accepted, deduplicated, channels, channelsJson } = outcome;
     return {
       status: 200,
-      body: { accepted: outcome.accepted, deduplicated: outcome.deduplicated, channels: outcome.channels },
+      body: { accepted, deduplicated, channels },
+      json: `{"accepted":${accepted},"deduplicated":${deduplicated},"channels":${channelsJson}}`,
     };
   }
 

@@ -65,6 +65,8 @@ export type IngestOutcome =
       accepted: number;
       deduplicated: number;
       channels: ResolvedChannel[];
+      /** `channels` as JSON, from per-channel pieces made once (an answer's largest part). */
+      channelsJson: string;
       rate: RateInfo | null;
     }
   | { ok: false; error: ApiError; rate: RateInfo | null };
