@@ -411,8 +411,8 @@ export async function benchRollupCost(postgresUrl: string | null): Promise<Rollu
           const points = triplets(group());
           const started = performance.now();
           await store.transaction(async (tx) => {
-            const written = await tx.insertMeasurements(points);
-            if (mode === 'journal' && written.every((w) => w === 1)) await tx.appendJournal(points, 0);
+            if (mode === 'raw') await tx.insertMeasurements(points);
+            else await tx.write({ points, at: 0, devices: [], job: null });
           });
           times[mode].push(performance.now() - started);
         }

@@ -437,23 +437,8 @@ export class IngestCore implements Ingest {
         points[r * 3 + 2] = measurements[k]!.value;
       }
     });
-    const written = points.length ? await tx.insertMeasurements(points) : new Uint8Array(0);
 
-    // 6. The points written go to the journal: rollups, last values and the rule engine's marker
-    // are derived from it by the fold (ingest.fold.ts), off this path. Then the device state.
-    let fresh = 0;
-    for (let r = 0; r < written.length; r++) fresh += written[r]!;
-    if (fresh > 0) {
-      const journal = fresh === written.length ? points : new Float64Array(fresh * 3);
-      if (journal !== points) {
-        for (let r = 0, j = 0; r < written.length; r++) {
-          if (!written[r]) continue;
-          journal.set(points.subarray(r * 3, r * 3 + 3), j * 3);
-          j++;
-        }
-      }
-      await tx.appendJournal(journal, now);
-    }
+    // 6. The device state (it depends on the items alone, not on what the write finds stored).
     const deviceState = new Map<string, { id: string; lastSeenAt: number; online: number; at: number }>();
     const deviceRow = new Map<string, IngestDevice>();
     items.forEach((item, i) => {
@@ -467,12 +452,6 @@ export class IngestCore implements Ingest {
         at: item.receivedAt,
       });
     });
-    if (deviceState.size)
-      await tx.updateDevices(
-        [...deviceState.values()]
-          .sort((a, b) => (a.id < b.id ? -1 : 1))
-          .map(({ id, lastSeenAt, online }) => ({ id, lastSeenAt, online })),
-      );
     for (const state of deviceState.values()) {
       const d = deviceRow.get(state.id)!;
       if (Number(d.online) === state.online) continue;
@@ -485,15 +464,25 @@ export class IngestCore implements Ingest {
         at: state.at,
       });
     }
-    // Durable with the data: a crash after commit must not lose device.online/offline webhooks.
-    if (flipped.length > 0) {
-      await tx.enqueueJob({
-        id: newId('job'),
-        kind: DEVICE_STATE_JOB,
-        payload: JSON.stringify(flipped),
-        at: now,
-      });
-    }
+
+    // The write: the points (dedup), the journal of those written (rollups, last values and the rule
+    // engine's marker are derived from it by the fold, ingest.fold.ts, off this path), the devices,
+    // and the online/offline job, durable with the data (a crash after commit must not lose the
+    // device.online/offline webhooks).
+    const written =
+      points.length > 0 || deviceState.size > 0
+        ? await tx.write({
+            points,
+            at: now,
+            devices: [...deviceState.values()]
+              .sort((a, b) => (a.id < b.id ? -1 : 1))
+              .map(({ id, lastSeenAt, online }) => ({ id, lastSeenAt, online })),
+            job:
+              flipped.length > 0
+                ? { id: newId('job'), kind: DEVICE_STATE_JOB, payload: JSON.stringify(flipped), at: now }
+                : null,
+          })
+        : new Uint8Array(0);
 
     // 7. Answers.
     return items.map((_item, i) => {

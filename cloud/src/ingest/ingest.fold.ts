@@ -6,7 +6,7 @@ import type { IngestStore, SensorLastRow } from './ingest.types.ts';
  * The fold: state derived from the measurements, kept off ingest's hot path.
  *
  * An ingest group writes its raw rows and, in the same transaction, one `ingest_journal` row holding
- * the points it wrote (a Float64Array of (channel seq, ts, value) triplets). Folding takes journal
+ * the points it wrote ((channel seq, ts, value) triplets of float64). Folding takes journal
  * rows and, in one transaction, merges them into what is derived from them: the hourly and daily
  * rollups (`measurement_rollups`), each channel's last value, and the rule engine's marker
  * (`sensors.eval_from`, `eval_gen`). Everything is a commutative merge (counts add, extremes widen,
@@ -25,16 +25,19 @@ const TAKE_LIMIT = 256;
 /** A fold runs at most this long after a group commits, when no reader asked sooner. */
 export const FOLD_DELAY_MS = 1000;
 
-/** The journal payload of written points: (seq, ts, value) triplets as little-endian float64. */
+/**
+ * The journal payload of written points: (seq, ts, value) triplets as big-endian float64, the byte
+ * order PostgreSQL's `float8send` writes (its ingest statement builds the payload itself).
+ */
 export function encodeJournal(points: Float64Array): Buffer {
-  return Buffer.from(points.buffer, points.byteOffset, points.byteLength);
+  return Buffer.from(new Uint8Array(points.buffer, points.byteOffset, points.byteLength)).swap64();
 }
 
 export function decodeJournal(payload: Uint8Array): Float64Array {
-  // A copy: the driver's buffer need not be 8-byte aligned.
-  const copy = new Uint8Array(payload.byteLength);
+  // A copy (swapped in place): the driver's buffer need not be 8-byte aligned.
+  const copy = Buffer.alloc(payload.byteLength);
   copy.set(payload);
-  return new Float64Array(copy.buffer);
+  return new Float64Array(copy.swap64().buffer, copy.byteOffset, payload.byteLength / 8);
 }
 
 /** What a set of written points changes: rollup deltas (key order) and each channel's newest/oldest point. */

@@ -1,7 +1,6 @@
 import type pg from 'pg';
 import type { RollupDelta } from '../measurements/rollups.ts';
 import { MEASUREMENT_GROUP_SHIFT } from '../storage/layout.ts';
-import { encodeJournal } from './ingest.fold.ts';
 import { creditFirst } from './ingest.types.ts';
 import type { FoldTx, IngestDevice, IngestStore, IngestTx, NewSensorRow, SensorRef } from './ingest.types.ts';
 
@@ -17,6 +16,45 @@ function column(points: Float64Array, offset: number): number[] {
 
 const DEVICE_SQL = `SELECT d.id, d.account_id, d.site_id, d.local_id, d.model, s.vertical, d.token_hash, d.online
   FROM devices d JOIN sites s ON s.id = d.site_id WHERE d.deleted_at IS NULL`;
+
+/** Inserts the (seq, ts, value) columns $1..$3, skipping stored (channel, ts); answers the rows written. */
+const INSERT_SQL = `WITH ins AS (
+  INSERT INTO measurements (grp, sensor_seq, ts, value)
+  SELECT s >> ${MEASUREMENT_GROUP_SHIFT}, s, t, v FROM unnest($1::bigint[], $2::bigint[], $3::float8[]) AS u(s, t, v)
+  ON CONFLICT DO NOTHING RETURNING sensor_seq, ts, value)`;
+/** How many of the $4 rows were written, and which (`seq:ts` keys) only when some were not. */
+const WRITTEN_SQL = `SELECT n::int AS written, CASE WHEN n < $4 THEN (SELECT array_agg(sensor_seq || ':' || ts) FROM ins) END AS keys
+  FROM (SELECT count(*) AS n FROM ins) c`;
+
+/**
+ * A whole group's write in one statement (one round trip): the measurements, the journal of those
+ * written (big-endian float64 triplets, as `encodeJournal` writes them), the devices ($6..$8, in id
+ * order) and the online/offline job ($9..$11, when $9 is not null). Data-modifying CTEs all run,
+ * once, whether or not the final SELECT reads them.
+ */
+const WRITE_SQL = `${INSERT_SQL},
+journal AS (
+  INSERT INTO ingest_journal (points, created_at)
+  SELECT string_agg(float8send(sensor_seq::float8) || float8send(ts::float8) || float8send(value), ''::bytea), $5
+  FROM ins HAVING count(*) > 0),
+devices_seen AS (
+  UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), u.seen), online = u.online
+  FROM unnest($6::text[], $7::bigint[], $8::smallint[]) AS u(id, seen, online) WHERE d.id = u.id),
+job AS (
+  INSERT INTO jobs (id, kind, payload, run_at, attempts, created_at)
+  SELECT $9::text, $10::text, $11::text, $5, 0, $5 WHERE $9::text IS NOT NULL)
+${WRITTEN_SQL}`;
+
+interface Written {
+  written: number;
+  keys: string[] | null;
+}
+
+function writtenFlags(points: Float64Array, row: Written): Uint8Array {
+  const count = points.length / 3;
+  if (row.written === count) return new Uint8Array(count).fill(1); // the usual case: no duplicate
+  return creditFirst(points, row.keys ?? []);
+}
 
 /**
  * The ingest unit of work on PostgreSQL: one transaction on one pooled client, each step one
@@ -126,35 +164,29 @@ export class PostgresIngestStore implements IngestStore {
         );
       },
       insertMeasurements: async (points) => {
-        const inserted = await q<{ sensor_seq: number; ts: number }>(
-          'ingest_insert_measurements',
-          `INSERT INTO measurements (grp, sensor_seq, ts, value)
-           SELECT s >> ${MEASUREMENT_GROUP_SHIFT}, s, t, v FROM unnest($1::bigint[], $2::bigint[], $3::float8[]) AS u(s, t, v)
-           ON CONFLICT DO NOTHING RETURNING sensor_seq, ts`,
-          [column(points, 0), column(points, 1), column(points, 2)],
-        );
-        return creditFirst(points, inserted);
-      },
-      appendJournal: async (points, at) => {
-        await q('ingest_journal', `INSERT INTO ingest_journal (points, created_at) VALUES ($1, $2)`, [
-          encodeJournal(points),
-          at,
+        const [row] = await q<Written>('ingest_insert_measurements', `${INSERT_SQL} ${WRITTEN_SQL}`, [
+          column(points, 0),
+          column(points, 1),
+          column(points, 2),
+          points.length / 3,
         ]);
+        return writtenFlags(points, row!);
       },
-      updateDevices: async (rows) => {
-        await q(
-          'ingest_devices',
-          `UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), u.seen), online = u.online
-           FROM unnest($1::text[], $2::bigint[], $3::smallint[]) AS u(id, seen, online) WHERE d.id = u.id`,
-          [rows.map((r) => r.id), rows.map((r) => r.lastSeenAt), rows.map((r) => r.online)],
-        );
-      },
-      enqueueJob: async (job) => {
-        await q(
-          'ingest_job',
-          `INSERT INTO jobs (id, kind, payload, run_at, attempts, created_at) VALUES ($1, $2, $3, $4, 0, $4)`,
-          [job.id, job.kind, job.payload, job.at],
-        );
+      write: async ({ points, at, devices, job }) => {
+        const [row] = await q<Written>('ingest_write', WRITE_SQL, [
+          column(points, 0),
+          column(points, 1),
+          column(points, 2),
+          points.length / 3,
+          at,
+          devices.map((r) => r.id),
+          devices.map((r) => r.lastSeenAt),
+          devices.map((r) => r.online),
+          job?.id ?? null,
+          job?.kind ?? null,
+          job?.payload ?? null,
+        ]);
+        return writtenFlags(points, row!);
       },
     };
   }

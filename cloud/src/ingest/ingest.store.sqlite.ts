@@ -3,6 +3,7 @@ import { measurementGroup } from '../storage/layout.ts';
 import type { RollupDelta } from '../measurements/rollups.ts';
 import type { Db } from '../storage/database.ts';
 import { encodeJournal } from './ingest.fold.ts';
+import { writtenPoints } from './ingest.types.ts';
 import type { FoldTx, IngestDevice, IngestStore, IngestTx, NewSensorRow, SensorRef } from './ingest.types.ts';
 
 /** Rollups per INSERT statement (12 parameters each, well under SQLite's limit of 32766). */
@@ -105,6 +106,42 @@ export class SqliteIngestStore implements IngestStore {
     const insertJob = sqlite.prepare<[string, string, string, number, number]>(
       `INSERT INTO jobs (id, kind, payload, run_at, attempts, created_at) VALUES (?, ?, ?, ?, 0, ?)`,
     );
+    const insertMeasurements = (points: Float64Array): Uint8Array => {
+      const count = points.length / 3;
+      const written = new Uint8Array(count);
+      if (count === 0) return written;
+      sqlite.exec('SAVEPOINT ingest_rows');
+      let changes = 0;
+      for (let start = 0; start < count; start += ROWS_PER_INSERT) {
+        const rows = Math.min(ROWS_PER_INSERT, count - start);
+        const args = rows === ROWS_PER_INSERT ? params : new Array<number>(rows * 4);
+        for (let r = 0; r < rows; r++) {
+          const seq = points[(start + r) * 3]!;
+          args[r * 4] = measurementGroup(seq);
+          args[r * 4 + 1] = seq;
+          args[r * 4 + 2] = points[(start + r) * 3 + 1]!;
+          args[r * 4 + 3] = points[(start + r) * 3 + 2]!;
+        }
+        changes += insertStatement(rows).run(...args).changes;
+      }
+      if (changes === count) {
+        sqlite.exec('RELEASE ingest_rows');
+        return written.fill(1); // the usual case: nothing was a duplicate
+      }
+      // Some rows were already stored (a retry, a gateway resending): which ones, row by row.
+      sqlite.exec('ROLLBACK TO ingest_rows');
+      for (let i = 0; i < count; i++) {
+        const seq = points[i * 3]!;
+        written[i] = insertOne.run(
+          measurementGroup(seq),
+          seq,
+          points[i * 3 + 1]!,
+          points[i * 3 + 2]!,
+        ).changes;
+      }
+      sqlite.exec('RELEASE ingest_rows');
+      return written;
+    };
     this.tx = {
       devicesByTokenHash: (hashes) => hashes.flatMap((h) => byHash.all(h)),
       devicesById: (ids) => ids.flatMap((id) => byId.all(id)),
@@ -114,49 +151,14 @@ export class SqliteIngestStore implements IngestStore {
       insertSensors: (rows) => {
         for (const row of rows) insertSensor.run(row);
       },
-      insertMeasurements: (points) => {
-        const count = points.length / 3;
-        const written = new Uint8Array(count);
-        sqlite.exec('SAVEPOINT ingest_rows');
-        let changes = 0;
-        for (let start = 0; start < count; start += ROWS_PER_INSERT) {
-          const rows = Math.min(ROWS_PER_INSERT, count - start);
-          const args = rows === ROWS_PER_INSERT ? params : new Array<number>(rows * 4);
-          for (let r = 0; r < rows; r++) {
-            const seq = points[(start + r) * 3]!;
-            args[r * 4] = measurementGroup(seq);
-            args[r * 4 + 1] = seq;
-            args[r * 4 + 2] = points[(start + r) * 3 + 1]!;
-            args[r * 4 + 3] = points[(start + r) * 3 + 2]!;
-          }
-          changes += insertStatement(rows).run(...args).changes;
-        }
-        if (changes === count) {
-          sqlite.exec('RELEASE ingest_rows');
-          return written.fill(1); // the usual case: nothing was a duplicate
-        }
-        // Some rows were already stored (a retry, a gateway resending): which ones, row by row.
-        sqlite.exec('ROLLBACK TO ingest_rows');
-        for (let i = 0; i < count; i++) {
-          const seq = points[i * 3]!;
-          written[i] = insertOne.run(
-            measurementGroup(seq),
-            seq,
-            points[i * 3 + 1]!,
-            points[i * 3 + 2]!,
-          ).changes;
-        }
-        sqlite.exec('RELEASE ingest_rows');
+      insertMeasurements,
+      write: ({ points, at, devices, job }) => {
+        const written = insertMeasurements(points);
+        const journal = writtenPoints(points, written);
+        if (journal.length > 0) appendJournal.run(encodeJournal(journal), at);
+        for (const r of devices) updateDevice.run(r.lastSeenAt, r.online, r.id);
+        if (job) insertJob.run(job.id, job.kind, job.payload, job.at, job.at);
         return written;
-      },
-      appendJournal: (points, at) => {
-        appendJournal.run(encodeJournal(points), at);
-      },
-      updateDevices: (rows) => {
-        for (const r of rows) updateDevice.run(r.lastSeenAt, r.online, r.id);
-      },
-      enqueueJob: (job) => {
-        insertJob.run(job.id, job.kind, job.payload, job.at, job.at);
       },
     };
     this.foldTx = {

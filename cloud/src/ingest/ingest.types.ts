@@ -138,15 +138,25 @@ export interface IngestTx {
   /** Inserts, skipping rows whose (device, kind, label) exists already. */
   insertSensors(rows: NewSensorRow[]): Promise<void> | void;
   /**
-   * Inserts (seq, ts, value) triplets, skipping (channel, ts) that exist (the first of two equal
-   * keys in one call wins); says for each point whether it was written (1) or a duplicate (0).
+   * Writes a group: inserts the (seq, ts, value) triplets, skipping (channel, ts) that exist (the
+   * first of two equal keys in one call wins); adds the points written to the journal
+   * (`ingest.fold.ts`); moves the devices' `last_seen_at` and `online` (rows in id order); enqueues
+   * `job` (jobs/job-queue.ts) when given. Says for each point whether it was written (1) or a
+   * duplicate (0). One call, so that PostgreSQL does it in one round trip.
+   */
+  write(group: IngestWrite): Promise<Uint8Array> | Uint8Array;
+  /**
+   * Inserts points as `write` does, without the journal: for loading data whose derived state is
+   * made separately (benchmarks).
    */
   insertMeasurements(points: Float64Array): Promise<Uint8Array> | Uint8Array;
-  /** Adds the points written to the journal (`ingest.fold.ts`), for the fold to derive state from. */
-  appendJournal(points: Float64Array, at: number): Promise<void> | void;
-  updateDevices(rows: { id: string; lastSeenAt: number; online: number }[]): Promise<void> | void;
-  /** Adds a row to the job queue (jobs/job-queue.ts) in this transaction: work that must follow the data. */
-  enqueueJob(job: { id: string; kind: string; payload: string; at: number }): Promise<void> | void;
+}
+
+export interface IngestWrite {
+  points: Float64Array;
+  at: number;
+  devices: { id: string; lastSeenAt: number; online: number }[];
+  job: { id: string; kind: string; payload: string; at: number } | null;
 }
 
 /** The data access of one fold (`ingest.fold.ts`), in one transaction. */
@@ -179,17 +189,27 @@ export interface IngestStore {
 }
 
 /**
- * Which rows of an insert were written, from the keys the database returned: a key is credited to
- * the first row that carried it; later rows with the same (channel, ts) are duplicates.
+ * Which rows of an insert were written, from the `seq:ts` keys the database returned: a key is
+ * credited to the first row that carried it; later rows with the same (channel, ts) are duplicates.
  */
-export function creditFirst(
-  points: Float64Array,
-  inserted: { sensor_seq: number; ts: number }[],
-): Uint8Array {
+export function creditFirst(points: Float64Array, insertedKeys: Iterable<string>): Uint8Array {
   const count = points.length / 3;
   const written = new Uint8Array(count);
-  if (inserted.length === count) return written.fill(1); // the usual case: nothing was a duplicate
-  const fresh = new Set(inserted.map((r) => `${r.sensor_seq}:${r.ts}`));
+  const fresh = new Set(insertedKeys);
   for (let i = 0; i < count; i++) written[i] = fresh.delete(`${points[i * 3]}:${points[i * 3 + 1]}`) ? 1 : 0;
   return written;
+}
+
+/** The points of `points` that were written, by `written` (1 written, 0 a duplicate). */
+export function writtenPoints(points: Float64Array, written: Uint8Array): Float64Array {
+  let fresh = 0;
+  for (let r = 0; r < written.length; r++) fresh += written[r]!;
+  if (fresh === written.length) return points;
+  const out = new Float64Array(fresh * 3);
+  for (let r = 0, j = 0; r < written.length; r++) {
+    if (!written[r]) continue;
+    out.set(points.subarray(r * 3, r * 3 + 3), j * 3);
+    j++;
+  }
+  return out;
 }
