@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { RollupDelta } from '../measurements/rollups.ts';
-import { MEASUREMENT_GROUP_SHIFT } from '../storage/layout.ts';
+import { MEASUREMENT_GROUP_SHIFT, ROLLUP_GROUP_SHIFT } from '../storage/layout.ts';
 import { creditFirst } from './ingest.types.ts';
 import type { FoldTx, IngestDevice, IngestStore, IngestTx, NewSensorRow, SensorRef } from './ingest.types.ts';
 
@@ -210,7 +210,7 @@ export class PostgresIngestStore implements IngestStore {
           'ingest_rollups',
           `INSERT INTO measurement_rollups AS r
              (grp, res, bucket, sensor_seq, n, total, lo, hi, first_ts, first_value, last_ts, last_value)
-           SELECT s >> ${MEASUREMENT_GROUP_SHIFT}, res, b, s, n, total, lo, hi, fts, fv, lts, lv
+           SELECT s >> ${ROLLUP_GROUP_SHIFT}, res, b, s, n, total, lo, hi, fts, fv, lts, lv
            FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::bigint[], $5::float8[], $6::float8[], $7::float8[],
              $8::bigint[], $9::float8[], $10::bigint[], $11::float8[])
              AS u(s, res, b, n, total, lo, hi, fts, fv, lts, lv)

@@ -1,5 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { measurementGroup } from '../storage/layout.ts';
+import { measurementGroup, rollupGroup } from '../storage/layout.ts';
 import type { RollupDelta } from '../measurements/rollups.ts';
 import type { Db } from '../storage/database.ts';
 import { encodeJournal } from './ingest.fold.ts';
@@ -168,16 +168,7 @@ export class SqliteIngestStore implements IngestStore {
           const chunk = deltas.slice(start, start + CHUNK);
           const params: number[] = [];
           for (const d of chunk) {
-            params.push(
-              measurementGroup(d.sensorSeq),
-              d.res,
-              d.bucket,
-              d.sensorSeq,
-              d.n,
-              d.total,
-              d.lo,
-              d.hi,
-            );
+            params.push(rollupGroup(d.sensorSeq), d.res, d.bucket, d.sensorSeq, d.n, d.total, d.lo, d.hi);
             params.push(d.firstTs, d.firstValue, d.lastTs, d.lastValue);
           }
           rollupStatement(chunk.length).run(...params);

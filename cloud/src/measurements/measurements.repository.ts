@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Db } from '../storage/database.ts';
-import { MEASUREMENT_GROUP_SHIFT, measurementGroup } from '../storage/layout.ts';
+import { MEASUREMENT_GROUP_SHIFT, measurementGroup, rollupGroup, rollupGroupsOf } from '../storage/layout.ts';
 import type { Tables } from '../storage/schema.ts';
 import {
   emptyAggregate,
@@ -46,7 +46,7 @@ export interface RollupRow extends Aggregate {
 }
 
 /**
- * The SQL of measurement reads. A channel's rows are read by their key, `grp = seq >> 4` first
+ * The SQL of measurement reads. A channel's rows are read by their key, group first
  * (storage/layout.ts), so every query here is an index range scan on both databases.
  */
 export class MeasurementsRepository {
@@ -129,7 +129,7 @@ export class MeasurementsRepository {
     const rows = await db
       .selectFrom('measurement_rollups')
       .select(['bucket', ...FN_COLUMNS[fn]])
-      .where('grp', '=', measurementGroup(seq))
+      .where('grp', '=', rollupGroup(seq))
       .where('res', '=', res)
       .where('sensor_seq', '=', seq)
       .where('bucket', '>=', from)
@@ -165,7 +165,7 @@ export class MeasurementsRepository {
     return db
       .selectFrom('measurement_rollups')
       .select(['bucket as ts', sql<number>`${sql.raw(FN_VALUE[fn])}`.as('value')])
-      .where('grp', '=', measurementGroup(seq))
+      .where('grp', '=', rollupGroup(seq))
       .where('res', '=', res)
       .where('sensor_seq', '=', seq)
       .where('bucket', '>=', from)
@@ -183,7 +183,7 @@ export class MeasurementsRepository {
     const row = await db
       .selectFrom('measurement_rollups')
       .select('bucket')
-      .where('grp', '=', measurementGroup(seq))
+      .where('grp', '=', rollupGroup(seq))
       .where('res', '=', 3600)
       .where('sensor_seq', '=', seq)
       .where('bucket', '>=', fromHour)
@@ -202,10 +202,12 @@ export class MeasurementsRepository {
       .where('ts', '<', cutoff)
       .executeTakeFirst();
     // A bucket goes when it lies wholly before the cutoff (the cutoff is day-aligned, so all do).
+    const rollups = rollupGroupsOf(grp);
     for (const res of ROLLUP_LEVELS) {
       await db
         .deleteFrom('measurement_rollups')
-        .where('grp', '=', grp)
+        .where('grp', '>=', rollups[0])
+        .where('grp', '<', rollups[1])
         .where('res', '=', res)
         .where('bucket', '<=', cutoff - resMicros(res))
         .execute();

@@ -1,5 +1,5 @@
 import { MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_MINUTE } from '../../../shared/time.ts';
-import { MEASUREMENT_GROUP_SHIFT } from '../storage/layout.ts';
+import { ROLLUP_GROUP_SHIFT } from '../storage/layout.ts';
 
 /**
  * Rollups: per-hour and per-day aggregates of each channel (`measurement_rollups`), folded from
@@ -212,7 +212,7 @@ export function rollupDeltasOf(batches: readonly Float64Array[]): RollupDelta[] 
   }
   return out.sort(
     (a, b) =>
-      (a.sensorSeq >> MEASUREMENT_GROUP_SHIFT) - (b.sensorSeq >> MEASUREMENT_GROUP_SHIFT) ||
+      (a.sensorSeq >> ROLLUP_GROUP_SHIFT) - (b.sensorSeq >> ROLLUP_GROUP_SHIFT) ||
       a.res - b.res ||
       a.bucket - b.bucket ||
       a.sensorSeq - b.sensorSeq,

@@ -1,18 +1,33 @@
 /**
- * How measurements are laid out on disk, in both databases.
+ * How measurements and their rollups are laid out on disk, in both databases.
  *
  * The primary key is (grp, ts, sensor_seq) with `grp = sensor_seq >> MEASUREMENT_GROUP_SHIFT`: the
- * 16 channels of a group share one time-ordered run of pages. Keyed by (sensor_seq, ts) alone,
+ * 64 channels of a group share one time-ordered run of pages. Keyed by (sensor_seq, ts) alone,
  * every channel has its own insertion point, so a commit that carries one new point for each of N
- * channels dirties N leaf pages (4 KiB written for a 24-byte row); with groups it dirties N/16,
- * which more than doubled ingest throughput on SQLite (docs/design/ingest.md). A channel's range read
- * scans its group's rows in that range (16 channels' worth) and filters by sensor_seq; long ranges
- * are served from rollups.
+ * channels dirties N leaf pages (4 KiB written for a 24-byte row); with groups it dirties N/64.
+ * 16 channels per group more than doubled ingest throughput on SQLite over (sensor_seq, ts); 64
+ * took another 15 to 20 % (docs/design/ingest.md). A channel's raw range read scans its group's
+ * rows in that range (64 channels' worth) and filters by sensor_seq; long ranges are served from
+ * rollups.
+ *
+ * Rollups (`measurement_rollups`, written once a second by the fold, not per request) keep groups
+ * of 16: they serve the dashboards' reads, which then scan fewer neighbours.
  *
  * The key is still exactly the dedup rule: (grp, ts, sensor_seq) is unique iff (sensor_seq, ts) is.
  */
-export const MEASUREMENT_GROUP_SHIFT = 4;
+export const MEASUREMENT_GROUP_SHIFT = 6;
+export const ROLLUP_GROUP_SHIFT = 4;
 
 export function measurementGroup(sensorSeq: number): number {
   return sensorSeq >> MEASUREMENT_GROUP_SHIFT;
+}
+
+export function rollupGroup(sensorSeq: number): number {
+  return sensorSeq >> ROLLUP_GROUP_SHIFT;
+}
+
+/** The rollup groups `[first, end)` that hold the channels of measurement group `grp`. */
+export function rollupGroupsOf(grp: number): [number, number] {
+  const k = MEASUREMENT_GROUP_SHIFT - ROLLUP_GROUP_SHIFT;
+  return [grp << k, (grp + 1) << k];
 }

@@ -95,6 +95,7 @@ export interface Tables {
   measurements: { grp: number; sensor_seq: number; ts: number; value: number };
   /** Per-minute, -hour and -day aggregates of each channel (`res` in seconds), kept by ingest. */
   measurement_rollups: {
+    /** `sensor_seq >> ROLLUP_GROUP_SHIFT` (storage/layout.ts). */
     grp: number;
     res: number;
     bucket: number;

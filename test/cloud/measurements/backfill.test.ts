@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { rollupDeltas } from '../../../cloud/src/measurements/rollups.ts';
 import { reads } from '../../../cloud/src/storage/migrations/0003_reads.ts';
 import { openDatabase, type Database } from '../../../cloud/src/storage/database.ts';
-import { measurementGroup } from '../../../cloud/src/storage/layout.ts';
+import { measurementGroup, rollupGroup } from '../../../cloud/src/storage/layout.ts';
 import { DATABASES, testDatabase, type TestDatabase } from '../../helpers/databases.ts';
 
 describe.each(DATABASES)('migration 0003 on %s', (kind) => {
@@ -55,7 +55,7 @@ describe.each(DATABASES)('migration 0003 on %s', (kind) => {
       .orderBy('sensor_seq')
       .execute();
     const expected = rollupDeltas(rows).map((d) => ({
-      grp: measurementGroup(d.sensorSeq),
+      grp: rollupGroup(d.sensorSeq),
       res: d.res,
       bucket: d.bucket,
       sensor_seq: d.sensorSeq,

@@ -20,13 +20,15 @@ import type { Migration } from './index.ts';
  * for negative times too on both databases (their `%` takes the sign of the dividend).
  */
 function backfill(res: number): string {
+  // The rollup group is written out (groups of 16, storage/layout.ts); the raw rows' own `grp` is
+  // whatever their layout was when this runs (0006 regroups them later).
   const w = res * 1_000_000;
   const bucket = `(ts - (((ts % ${w}) + ${w}) % ${w}))`;
   const valueAt = (col: string) =>
     `(SELECT m.value FROM measurements m WHERE m.grp = g.grp AND m.ts = g.${col} AND m.sensor_seq = g.sensor_seq)`;
   return `INSERT INTO measurement_rollups
       (grp, res, bucket, sensor_seq, n, total, lo, hi, first_ts, first_value, last_ts, last_value)
-    SELECT g.grp, ${res}, g.bucket, g.sensor_seq, g.n, g.total, g.lo, g.hi,
+    SELECT g.sensor_seq >> 4, ${res}, g.bucket, g.sensor_seq, g.n, g.total, g.lo, g.hi,
       g.first_ts, ${valueAt('first_ts')}, g.last_ts, ${valueAt('last_ts')}
     FROM (SELECT grp, sensor_seq, ${bucket} AS bucket, count(*) AS n, sum(value) AS total, min(value) AS lo,
             max(value) AS hi, min(ts) AS first_ts, max(ts) AS last_ts

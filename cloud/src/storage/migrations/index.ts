@@ -4,6 +4,7 @@ import { rules } from './0002_rules.ts';
 import { reads } from './0003_reads.ts';
 import { bridges } from './0004_bridges.ts';
 import { ingestJournal } from './0005_ingest_journal.ts';
+import { measurementGroups } from './0006_measurement_groups.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
@@ -21,4 +22,11 @@ export interface Migration {
   statements: (d: DialectSql) => string[];
 }
 
-export const MIGRATIONS: readonly Migration[] = [initial, rules, reads, bridges, ingestJournal];
+export const MIGRATIONS: readonly Migration[] = [
+  initial,
+  rules,
+  reads,
+  bridges,
+  ingestJournal,
+  measurementGroups,
+];
