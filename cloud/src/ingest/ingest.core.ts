@@ -63,23 +63,21 @@ function channelKey(kind: string, labelKey: string): string {
  * A channel as answers list it, and its JSON: both made once per channel and kept while the channel
  * is (serialising 32 channels per answer was 4 % of 32-measurement ingest's CPU).
  */
-const resolvedChannels = new WeakMap<SensorRef, ResolvedChannel>();
-const channelJsons = new WeakMap<ResolvedChannel, string>();
+const answerChannels = new WeakMap<SensorRef, { channel: ResolvedChannel; json: string }>();
 
-function resolvedChannel(s: SensorRef): ResolvedChannel {
-  let channel = resolvedChannels.get(s);
-  if (!channel) {
+function answerChannel(s: SensorRef): { channel: ResolvedChannel; json: string } {
+  let entry = answerChannels.get(s);
+  if (!entry) {
     // The label as sent: channels are matched on it, and no label is stored as ''.
-    channel = { type: s.kind, label: s.label_key === '' ? null : s.label_key, channel_id: s.channel_id };
-    resolvedChannels.set(s, channel);
+    const channel = {
+      type: s.kind,
+      label: s.label_key === '' ? null : s.label_key,
+      channel_id: s.channel_id,
+    };
+    entry = { channel, json: JSON.stringify(channel) };
+    answerChannels.set(s, entry);
   }
-  return channel;
-}
-
-function channelJson(channel: ResolvedChannel): string {
-  let json = channelJsons.get(channel);
-  if (json === undefined) channelJsons.set(channel, (json = JSON.stringify(channel)));
-  return json;
+  return entry;
 }
 
 /** Channels by device, then by (kind, label): the device's map is found once per request. */
@@ -469,8 +467,9 @@ export class IngestCore implements Ingest {
     // engine's marker are derived from it by the fold, ingest.fold.ts, off this path), the devices,
     // and the online/offline job, durable with the data (a crash after commit must not lose the
     // device.online/offline webhooks).
+    // (Points come only from items with a device: no device, nothing to write.)
     const written =
-      points.length > 0 || deviceState.size > 0
+      deviceState.size > 0
         ? await tx.write({
             points,
             at: now,
@@ -499,9 +498,9 @@ export class IngestCore implements Ingest {
         const s = rowSensor[rowStart[i]! + k]!;
         if (listed.has(s.channel_id)) continue;
         listed.add(s.channel_id);
-        const channel = resolvedChannel(s);
+        const { channel, json } = answerChannel(s);
         channels.push(channel);
-        channelsJson += (channelsJson === '' ? '' : ',') + channelJson(channel);
+        channelsJson += (channelsJson === '' ? '' : ',') + json;
       }
       return {
         ok: true,
