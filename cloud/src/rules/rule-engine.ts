@@ -45,6 +45,9 @@ const CHANNEL_LOCK = 7335002;
 const CHUNK = 100;
 const CLAIM_LIMIT = 500;
 const MAX_PASSES_PER_DRAIN = 50;
+/** Samples read at first, and at most at a time, when looking back for a derivation's anchor. */
+const FIRST_ANCHOR_READ = 8;
+const MAX_ANCHOR_READ = 512;
 export const RECOMPUTE_WINDOW_MICROS = 24 * MICROS_PER_HOUR;
 
 function ruleOf(c: ChannelRow): Rule {
@@ -257,9 +260,10 @@ export class RuleEngine implements RuleChangeListener {
           versions.get(c.seq) ?? [{ ...ruleOf(c), validFrom: BEGINNING }],
           c.device_deleted_at,
         );
-        plans.push({ c, timeline, ...(await this.plan(db, c, trackers.get(c.seq), timeline, replayFrom)) });
+        const plan = await this.plan(db, c, trackers.get(c.seq), timeline, replayFrom);
+        plans.push({ c, timeline, ...plan, samples: [] as Sample[] });
       }
-      // Appended data of all channels is read in a few queries, not one per channel.
+      // The samples of all channels are read in a few queries, not one per channel.
       const wanted = plans.flatMap((p) =>
         p.readAfter === null ? [] : [{ seq: p.c.seq, after: p.readAfter }],
       );
@@ -383,9 +387,10 @@ export class RuleEngine implements RuleChangeListener {
   }
 
   /**
-   * Where the derivation of a channel starts and what it reads. Data newer than everything evaluated
-   * continues from the tracker; anything else (late data, a first look, a replay) re-derives from
-   * the newest in-range sample before the earliest affected time, where no excursion can be open.
+   * Where the derivation of a channel starts and from when it reads (`readAfter`, exclusive; the
+   * caller reads every channel's samples together). Data newer than everything evaluated continues
+   * from the tracker; anything else (late data, a first look, a replay) re-derives from the newest
+   * in-range sample before the earliest affected time, where no excursion can be open.
    */
   private async plan(
     db: Db,
@@ -393,8 +398,7 @@ export class RuleEngine implements RuleChangeListener {
     tracker: TrackerRow | undefined,
     timeline: RuleTimeline,
     replayFrom: number | undefined,
-  ): Promise<{ seed: Seed; samples: Sample[]; readAfter: number | null; mustLoadEvents: boolean }> {
-    const repo = this.deps.repository;
+  ): Promise<{ seed: Seed; readAfter: number | null; mustLoadEvents: boolean }> {
     const hadOpen = tracker?.has_open === 1;
     const evaluatedTo = tracker?.last_ts ?? null;
     const newestKnown = Math.max(evaluatedTo ?? BEGINNING, c.last_ts ?? BEGINNING);
@@ -402,7 +406,6 @@ export class RuleEngine implements RuleChangeListener {
       // Nothing can ever alarm: move the tracker along without reading a sample.
       return {
         seed: { lastTs: newestKnown === BEGINNING ? null : newestKnown, run: null },
-        samples: [],
         readAfter: null,
         mustLoadEvents: false,
       };
@@ -418,14 +421,13 @@ export class RuleEngine implements RuleChangeListener {
       };
       // read later, with the other channels' (samplesAfterMany); nothing to read for a tick alone
       const unread = !(from === null && (c.last_ts ?? BEGINNING) <= evaluatedTo);
-      return { seed, samples: [], readAfter: unread ? evaluatedTo : null, mustLoadEvents: hadOpen };
+      return { seed, readAfter: unread ? evaluatedTo : null, mustLoadEvents: hadOpen };
     }
     const start = from ?? c.last_ts;
-    if (start === null)
-      return { seed: { lastTs: null, run: null }, samples: [], readAfter: null, mustLoadEvents: true };
+    if (start === null) return { seed: { lastTs: null, run: null }, readAfter: null, mustLoadEvents: true };
+    // From there on, everything is read with the other channels' samples (samplesAfterMany).
     const anchor = await this.anchorBefore(db, c.seq, start, timeline);
-    const samples = await repo.samplesAfter(db, c.seq, anchor);
-    return { seed: { lastTs: anchor, run: null }, samples, readAfter: null, mustLoadEvents: true };
+    return { seed: { lastTs: anchor, run: null }, readAfter: anchor ?? BEGINNING, mustLoadEvents: true };
   }
 
   /** The newest sample before `before` that no excursion can span (in range, or under a disabled rule). */
@@ -436,13 +438,14 @@ export class RuleEngine implements RuleChangeListener {
     timeline: RuleTimeline,
   ): Promise<number | null> {
     let cursor = before;
-    for (;;) {
-      const batch = await this.deps.repository.samplesBefore(db, seq, cursor);
+    // Usually the newest sample qualifies: read a few first, then more at a time.
+    for (let limit = FIRST_ANCHOR_READ; ; limit = Math.min(limit * 4, MAX_ANCHOR_READ)) {
+      const batch = await this.deps.repository.samplesBefore(db, seq, cursor, limit);
       for (const s of batch) {
         const verdict = judge(s.value, timeline.at(s.ts));
         if (verdict === 'ok' || verdict === 'off') return s.ts;
       }
-      if (batch.length === 0) return null;
+      if (batch.length < limit) return null; // nothing older
       cursor = batch[batch.length - 1]!.ts;
     }
   }

@@ -30,6 +30,8 @@ export interface ChannelRow {
 }
 
 const BATCH_READ = 512;
+/** Channel groups per query of `samplesAfterMany` (up to 64 channels each). */
+const GROUPS_PER_READ = 8;
 
 /** The SQL of the rule engine: trackers, rule history, dirty channels and a channel's samples. */
 export class RulesRepository {
@@ -197,46 +199,46 @@ export class RulesRepository {
       .execute();
   }
 
-  /** The channel's samples with `ts > after` (all of them when null), oldest first. */
-  async samplesAfter(db: Db, seq: number, after: number | null): Promise<Sample[]> {
-    let q = db
-      .selectFrom('measurements')
-      .select(['ts', 'value'])
-      .where('grp', '=', measurementGroup(seq))
-      .where('sensor_seq', '=', seq);
-    if (after !== null) q = q.where('ts', '>', after);
-    return q.orderBy('ts').execute();
-  }
-
   /**
-   * Samples with `ts > after` of many channels in one query per 50 (the hot path: appended data of
-   * every channel an ingest group wrote), oldest first per channel.
+   * Samples with `ts > after` of many channels, oldest first per channel (the hot path: every
+   * channel an ingest group wrote). Rows are keyed (grp, ts, sensor_seq), so any range read of one
+   * channel walks its whole group's rows in that range: the channels of a group are read together,
+   * in one range from the group's oldest `after`, and each keeps its own rows after its own.
    */
   async samplesAfterMany(
     db: Db,
     wanted: readonly { seq: number; after: number }[],
   ): Promise<Map<number, Sample[]>> {
     const out = new Map<number, Sample[]>(wanted.map((w) => [w.seq, []]));
-    for (let i = 0; i < wanted.length; i += 50) {
-      const chunk = wanted.slice(i, i + 50);
+    const after = new Map(wanted.map((w) => [w.seq, w.after]));
+    const groups = new Map<number, { from: number; seqs: number[] }>();
+    for (const w of wanted) {
+      const grp = measurementGroup(w.seq);
+      const g = groups.get(grp);
+      if (g) {
+        g.from = Math.min(g.from, w.after);
+        g.seqs.push(w.seq);
+      } else groups.set(grp, { from: w.after, seqs: [w.seq] });
+    }
+    const all = [...groups];
+    for (let i = 0; i < all.length; i += GROUPS_PER_READ) {
       const rows = await db
         .selectFrom('measurements')
         .select(['sensor_seq', 'ts', 'value'])
         .where((eb) =>
           eb.or(
-            chunk.map((c) =>
-              eb.and([
-                eb('grp', '=', measurementGroup(c.seq)),
-                eb('sensor_seq', '=', c.seq),
-                eb('ts', '>', c.after),
-              ]),
-            ),
+            all
+              .slice(i, i + GROUPS_PER_READ)
+              .map(([grp, g]) =>
+                eb.and([eb('grp', '=', grp), eb('ts', '>', g.from), eb('sensor_seq', 'in', g.seqs)]),
+              ),
           ),
         )
         .orderBy('sensor_seq')
         .orderBy('ts')
         .execute();
-      for (const r of rows) out.get(r.sensor_seq)?.push({ ts: r.ts, value: r.value });
+      for (const r of rows)
+        if (r.ts > after.get(r.sensor_seq)!) out.get(r.sensor_seq)!.push({ ts: r.ts, value: r.value });
     }
     return out;
   }

@@ -309,6 +309,32 @@ describe.each(DATABASES)('rule engine scenarios on %s', (db) => {
     ).toHaveLength(1);
   });
 
+  it('splits a long excursion where a late in-range reading falls, however far back it reaches', async () => {
+    w = await rulesWorld(db);
+    w.clock.set(T0 + 80 * MINUTE);
+    await w.send(T0, 3);
+    for (let i = 1; i <= 80; i++) await w.send(T0 + i * MINUTE, 9);
+    await w.settle();
+    expect(await w.events()).toEqual([
+      expect.objectContaining({
+        started_at: at(T0 + MINUTE),
+        alarm_at: at(T0 + 31 * MINUTE),
+        ended_at: null,
+      }),
+    ]);
+    // 40 readings out of range lie between the late one and the last reading in range before it
+    await w.send(T0 + 40 * MINUTE + 30_000_000, 3);
+    await w.settle();
+    const events = await w.events();
+    expect(events.map((e: any) => [e.kind, e.started_at, e.alarm_at, e.ended_at])).toEqual(
+      expect.arrayContaining([
+        ['threshold_high', at(T0 + MINUTE), at(T0 + 31 * MINUTE), at(T0 + 40 * MINUTE + 30_000_000)],
+        ['threshold_high', at(T0 + 41 * MINUTE), at(T0 + 71 * MINUTE), null],
+      ]),
+    );
+    expect(events).toHaveLength(2);
+  });
+
   it('withdraws an alarm that late data shows did not last the grace period', async () => {
     w = await rulesWorld(db);
     await w.send(T0, 9);
