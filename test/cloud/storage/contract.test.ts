@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
+import { sql } from 'kysely';
 import { newId } from '../../../shared/ids.ts';
 import { AccountsRepository } from '../../../cloud/src/accounts/accounts.repository.ts';
 import { AuditRepository } from '../../../cloud/src/audit/audit.repository.ts';
@@ -217,6 +218,13 @@ describe.each(DATABASES)('storage contract on %s', (kind) => {
         .select('name' as never)
         .execute();
       expect(applied.map((r) => (r as { name: string }).name)).toEqual(MIGRATIONS.map((m) => m.name));
+    });
+
+    it('keep the ingest journal uncompressed on PostgreSQL (its float64 points do not compress)', async () => {
+      if (kind !== 'postgres') return;
+      const { rows } = await sql<{ attstorage: string }>`SELECT attstorage FROM pg_attribute
+        WHERE attrelid = 'ingest_journal'::regclass AND attname = 'points'`.execute(db);
+      expect(rows).toEqual([{ attstorage: 'e' }]);
     });
 
     it('survive several processes starting at once on a fresh database', async () => {

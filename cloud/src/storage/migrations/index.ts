@@ -5,6 +5,7 @@ import { reads } from './0003_reads.ts';
 import { bridges } from './0004_bridges.ts';
 import { ingestJournal } from './0005_ingest_journal.ts';
 import { measurementGroups } from './0006_measurement_groups.ts';
+import { journalUncompressed } from './0007_journal_uncompressed.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
@@ -29,4 +30,5 @@ export const MIGRATIONS: readonly Migration[] = [
   bridges,
   ingestJournal,
   measurementGroups,
+  journalUncompressed,
 ];
