@@ -263,9 +263,14 @@ export class RuleEngine implements RuleChangeListener {
         const plan = await this.plan(db, c, trackers.get(c.seq), timeline, replayFrom);
         plans.push({ c, timeline, ...plan, samples: [] as Sample[] });
       }
-      // The samples of all channels are read in a few queries, not one per channel.
+      // The samples of all channels are read in a few queries, not one per channel; a pass reads up
+      // to the newest the fold has seen: on PostgreSQL groups committed since are visible, and
+      // reading them now would make any still-uncommitted earlier points of the same channel late
+      // data at the next pass. A replay reads everything (rows may have been written around ingest).
+      const until = (c: ChannelRow) =>
+        replayFrom === undefined && c.last_ts !== null ? c.last_ts : Number.MAX_SAFE_INTEGER;
       const wanted = plans.flatMap((p) =>
-        p.readAfter === null ? [] : [{ seq: p.c.seq, after: p.readAfter }],
+        p.readAfter === null ? [] : [{ seq: p.c.seq, after: p.readAfter, until: until(p.c) }],
       );
       if (wanted.length > 0) {
         const read = await repo.samplesAfterMany(db, wanted);

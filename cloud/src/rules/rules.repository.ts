@@ -200,25 +200,26 @@ export class RulesRepository {
   }
 
   /**
-   * Samples with `ts > after` of many channels, oldest first per channel (the hot path: every
-   * channel an ingest group wrote). Rows are keyed (grp, ts, sensor_seq), so any range read of one
-   * channel walks its whole group's rows in that range: the channels of a group are read together,
-   * in one range from the group's oldest `after`, and each keeps its own rows after its own.
+   * Samples with `after < ts <= until` of many channels, oldest first per channel (the hot path:
+   * every channel an ingest group wrote). Rows are keyed (grp, ts, sensor_seq), so any range read of
+   * one channel walks its whole group's rows in that range: the channels of a group are read
+   * together, in one range over all of theirs, and each keeps its own rows.
    */
   async samplesAfterMany(
     db: Db,
-    wanted: readonly { seq: number; after: number }[],
+    wanted: readonly { seq: number; after: number; until: number }[],
   ): Promise<Map<number, Sample[]>> {
     const out = new Map<number, Sample[]>(wanted.map((w) => [w.seq, []]));
-    const after = new Map(wanted.map((w) => [w.seq, w.after]));
-    const groups = new Map<number, { from: number; seqs: number[] }>();
+    const span = new Map(wanted.map((w) => [w.seq, w]));
+    const groups = new Map<number, { from: number; to: number; seqs: number[] }>();
     for (const w of wanted) {
       const grp = measurementGroup(w.seq);
       const g = groups.get(grp);
       if (g) {
         g.from = Math.min(g.from, w.after);
+        g.to = Math.max(g.to, w.until);
         g.seqs.push(w.seq);
-      } else groups.set(grp, { from: w.after, seqs: [w.seq] });
+      } else groups.set(grp, { from: w.after, to: w.until, seqs: [w.seq] });
     }
     const all = [...groups];
     for (let i = 0; i < all.length; i += GROUPS_PER_READ) {
@@ -230,15 +231,22 @@ export class RulesRepository {
             all
               .slice(i, i + GROUPS_PER_READ)
               .map(([grp, g]) =>
-                eb.and([eb('grp', '=', grp), eb('ts', '>', g.from), eb('sensor_seq', 'in', g.seqs)]),
+                eb.and([
+                  eb('grp', '=', grp),
+                  eb('ts', '>', g.from),
+                  eb('ts', '<=', g.to),
+                  eb('sensor_seq', 'in', g.seqs),
+                ]),
               ),
           ),
         )
         .orderBy('sensor_seq')
         .orderBy('ts')
         .execute();
-      for (const r of rows)
-        if (r.ts > after.get(r.sensor_seq)!) out.get(r.sensor_seq)!.push({ ts: r.ts, value: r.value });
+      for (const r of rows) {
+        const w = span.get(r.sensor_seq)!;
+        if (r.ts > w.after && r.ts <= w.until) out.get(r.sensor_seq)!.push({ ts: r.ts, value: r.value });
+      }
     }
     return out;
   }
