@@ -7,11 +7,16 @@ import type { FoldTx, IngestDevice, IngestStore, IngestTx, NewSensorRow, SensorR
 /** The advisory lock key that makes folds of several processes take turns (ingest.fold.ts). */
 const FOLD_LOCK = 7_402_118_391;
 
-/** Every third element of `points` from `offset`: one column of the (seq, ts, value) triplets. */
-function column(points: Float64Array, offset: number): number[] {
+/**
+ * Every third element of `points` from `offset` (one column of the (seq, ts, value) triplets), as a
+ * PostgreSQL array literal: the driver's own array serialisation, element by element, was a tenth of
+ * the server's CPU at 32 measurements per request. Numbers only (no quoting needed); JavaScript's
+ * shortest round-trip form, which `float8in` reads back exactly.
+ */
+function column(points: Float64Array, offset: number): string {
   const out = new Array<number>(points.length / 3);
   for (let i = 0; i < out.length; i++) out[i] = points[i * 3 + offset]!;
-  return out;
+  return `{${out.join(',')}}`;
 }
 
 const DEVICE_SQL = `SELECT d.id, d.account_id, d.site_id, d.local_id, d.model, s.vertical, d.token_hash, d.online

@@ -90,6 +90,22 @@ describe.each(DATABASES)('POST /v1/ingest on %s', (db) => {
       expect(await sensorsOf()).toHaveLength(1);
     });
 
+    it('stores every value exactly as sent, to the last bit', async () => {
+      const values = [21.123456789012345, 0.30000000000000004, -12.000000000000002, 1e-7];
+      const answer = await ingest({
+        device: 'fridge-1',
+        ts: '2026-01-05T10:00:00Z',
+        measurements: values.map((value, i) => ({
+          type: 'humidity',
+          value: Math.abs(value),
+          label: `l${i}`,
+        })),
+      });
+      expect(answer.json.accepted).toBe(4);
+      const byLabel = Object.fromEntries((await sensorsOf()).map((s: any) => [s.label, s.last_value]));
+      expect(values.map((_v, i) => byLabel[`l${i}`])).toEqual(values.map((v) => Math.abs(v)));
+    });
+
     it('stamps the server receive time when ts is absent, with microseconds', async () => {
       const before = Date.now();
       expect(
