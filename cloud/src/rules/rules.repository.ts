@@ -30,8 +30,10 @@ export interface ChannelRow {
 }
 
 const BATCH_READ = 512;
-/** Channel groups per query of `samplesAfterMany` (up to 64 channels each). */
-const GROUPS_PER_READ = 8;
+/** Ranges per query of `samplesAfterMany` (a range: channels of one group, up to 64). */
+const RANGES_PER_READ = 8;
+/** How far apart the `after` of two channels of a group may lie for them to share a range read. */
+const RANGE_SLACK_MICROS = 5 * 60 * 1_000_000;
 
 /** The SQL of the rule engine: trackers, rule history, dirty channels and a channel's samples. */
 export class RulesRepository {
@@ -202,8 +204,9 @@ export class RulesRepository {
   /**
    * Samples with `after < ts <= until` of many channels, oldest first per channel (the hot path:
    * every channel an ingest group wrote). Rows are keyed (grp, ts, sensor_seq), so any range read of
-   * one channel walks its whole group's rows in that range: the channels of a group are read
-   * together, in one range over all of theirs, and each keeps its own rows.
+   * one channel walks its whole group's rows in that range: channels of a group whose `after` lie
+   * close together are read in one range, and each keeps its own rows. A channel far behind the
+   * others (a first look, a replay) gets a range of its own, so the others' older rows are not read.
    */
   async samplesAfterMany(
     db: Db,
@@ -211,31 +214,32 @@ export class RulesRepository {
   ): Promise<Map<number, Sample[]>> {
     const out = new Map<number, Sample[]>(wanted.map((w) => [w.seq, []]));
     const span = new Map(wanted.map((w) => [w.seq, w]));
-    const groups = new Map<number, { from: number; to: number; seqs: number[] }>();
-    for (const w of wanted) {
+    const ranges: { grp: number; from: number; to: number; seqs: number[] }[] = [];
+    const sorted = [...wanted].sort(
+      (a, b) => measurementGroup(a.seq) - measurementGroup(b.seq) || a.after - b.after,
+    );
+    for (const w of sorted) {
       const grp = measurementGroup(w.seq);
-      const g = groups.get(grp);
-      if (g) {
-        g.from = Math.min(g.from, w.after);
-        g.to = Math.max(g.to, w.until);
-        g.seqs.push(w.seq);
-      } else groups.set(grp, { from: w.after, to: w.until, seqs: [w.seq] });
+      const last = ranges[ranges.length - 1];
+      if (last && last.grp === grp && w.after - last.from <= RANGE_SLACK_MICROS) {
+        last.to = Math.max(last.to, w.until);
+        last.seqs.push(w.seq);
+      } else ranges.push({ grp, from: w.after, to: w.until, seqs: [w.seq] });
     }
-    const all = [...groups];
-    for (let i = 0; i < all.length; i += GROUPS_PER_READ) {
+    for (let i = 0; i < ranges.length; i += RANGES_PER_READ) {
       const rows = await db
         .selectFrom('measurements')
         .select(['sensor_seq', 'ts', 'value'])
         .where((eb) =>
           eb.or(
-            all
-              .slice(i, i + GROUPS_PER_READ)
-              .map(([grp, g]) =>
+            ranges
+              .slice(i, i + RANGES_PER_READ)
+              .map((r) =>
                 eb.and([
-                  eb('grp', '=', grp),
-                  eb('ts', '>', g.from),
-                  eb('ts', '<=', g.to),
-                  eb('sensor_seq', 'in', g.seqs),
+                  eb('grp', '=', r.grp),
+                  eb('ts', '>', r.from),
+                  eb('ts', '<=', r.to),
+                  eb('sensor_seq', 'in', r.seqs),
                 ]),
               ),
           ),
