@@ -1,13 +1,12 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import YAML from 'yaml';
 import { pino } from 'pino';
 import { Intake } from '../../gateway/src/buffer/intake.ts';
 import { ReadingQueue } from '../../gateway/src/buffer/reading-queue.ts';
 import { systemClock } from '../../gateway/src/clock.ts';
-import { ROOT, setUpAccount, startServer, tempDir } from './lib.ts';
+import { freePort, ROOT, setUpAccount, startServer, tempDir } from './lib.ts';
 
 /**
  * The gateway benchmark (issue 7 targets): the buffer's durable write rate, the drain rate of a
@@ -24,14 +23,6 @@ export interface GatewayBenchRow {
   measure: string;
   value: string;
   target: string;
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 function reading(i: number, ts: number) {

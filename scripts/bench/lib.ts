@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -14,6 +15,15 @@ export interface ServerProcess {
   /** Peak resident set size so far, MiB (VmHWM). */
   peakRssMiB(): number;
   stop(): Promise<void>;
+}
+
+/** A TCP port free on 127.0.0.1 now, for a child process that must be told its port up front. */
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
 }
 
 export function tempDir(prefix: string): string {

@@ -3,7 +3,15 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import mqtt, { type MqttClient } from 'mqtt';
-import { ROOT, setUpAccount, startServer, tempDir, throwawayPostgres, type ServerProcess } from './lib.ts';
+import {
+  freePort,
+  ROOT,
+  setUpAccount,
+  startServer,
+  tempDir,
+  throwawayPostgres,
+  type ServerProcess,
+} from './lib.ts';
 
 /**
  * MQTT bridge throughput (issue 6): measurements/s through the cloud's bridge (PUBACK after the
@@ -31,14 +39,6 @@ interface Bundle {
   cert: string;
   key: string;
   ca: string;
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 /** PUBACKs per second with `PUBLISHERS` clients each keeping `WINDOW` QoS 1 messages in flight. */
