@@ -135,28 +135,45 @@ interface Target {
   ) => Promise<{ url: string; env: Record<string, string>; cleanup: () => Promise<void> }>;
 }
 
-export async function benchReads(
-  postgresUrl: string | null,
-): Promise<{ reads: ReadRow[]; exports: ExportRow[] }> {
+/**
+ * SQLite in the run's data directory, and PostgreSQL in a throwaway database when a URL is given;
+ * `env` points a cloud process at it, `cleanup` drops the database and removes the directory.
+ */
+function databaseTargets(postgresUrl: string | null): Target[] {
+  const removeDir = (dataDir: string) => fs.rmSync(dataDir, { recursive: true, force: true });
   const targets: Target[] = [
     {
       name: 'SQLite',
       setUp: async (dataDir) => ({
         url: `sqlite:${path.join(dataDir, 'cloud.db')}`,
         env: {},
-        cleanup: async () => fs.rmSync(dataDir, { recursive: true, force: true }),
+        cleanup: async () => removeDir(dataDir),
       }),
     },
   ];
   if (postgresUrl) {
     targets.push({
       name: 'PostgreSQL',
-      setUp: async () => {
+      setUp: async (dataDir) => {
         const db = await throwawayPostgres(postgresUrl);
-        return { url: db.url, env: { DATABASE_URL: db.url }, cleanup: db.drop };
+        return {
+          url: db.url,
+          env: { DATABASE_URL: db.url },
+          cleanup: async () => {
+            await db.drop();
+            removeDir(dataDir);
+          },
+        };
       },
     });
   }
+  return targets;
+}
+
+export async function benchReads(
+  postgresUrl: string | null,
+): Promise<{ reads: ReadRow[]; exports: ExportRow[] }> {
+  const targets = databaseTargets(postgresUrl);
   const reads: ReadRow[] = [];
   const exports: ExportRow[] = [];
   for (const target of targets) {
@@ -356,32 +373,7 @@ export interface RollupCostRow {
  */
 export async function benchRollupCost(postgresUrl: string | null): Promise<RollupCostRow[]> {
   const rows: RollupCostRow[] = [];
-  const targets: Target[] = [
-    {
-      name: 'SQLite',
-      setUp: async (dataDir) => ({
-        url: `sqlite:${path.join(dataDir, 'cloud.db')}`,
-        env: {},
-        cleanup: async () => fs.rmSync(dataDir, { recursive: true, force: true }),
-      }),
-    },
-  ];
-  if (postgresUrl) {
-    targets.push({
-      name: 'PostgreSQL',
-      setUp: async (dataDir) => {
-        const db = await throwawayPostgres(postgresUrl);
-        return {
-          url: db.url,
-          env: {},
-          cleanup: async () => {
-            await db.drop();
-            fs.rmSync(dataDir, { recursive: true, force: true });
-          },
-        };
-      },
-    });
-  }
+  const targets = databaseTargets(postgresUrl);
   const CHANNELS = 1600;
   const PER_GROUP = 3200;
   const BLOCKS = 10;
