@@ -17,6 +17,25 @@ import { ShellyPlusHtEmulator } from './emulators/shelly-plus-ht.ts';
  */
 const USAGE = `usage: npm run emulate -- shelly-ht-gen1|shelly-plus-ht|serial|chirpstack [options] (see hardware/emulate.ts)`;
 
+/**
+ * Runs `tick` now and every `intervalMs` (a failure is said, not fatal); the answer stops the
+ * ticks, then the emulator.
+ */
+function every(
+  intervalMs: number,
+  tick: () => Promise<unknown>,
+  say: (line: string) => unknown,
+  stopEmulator: () => Promise<void>,
+): () => Promise<void> {
+  const run = () => void tick().catch((err: unknown) => say(String(err)));
+  const timer = setInterval(run, intervalMs);
+  run();
+  return async () => {
+    clearInterval(timer);
+    await stopEmulator();
+  };
+}
+
 async function main(): Promise<void> {
   const { positionals, values } = parseArgs({
     allowPositionals: true,
@@ -71,13 +90,12 @@ async function main(): Promise<void> {
       });
       await e.plug();
       say(`serial sensor on ${link} (format ${values.format}); the sensor writes to ${link}.sensor`);
-      const tick = async () => say(`line: ${await e.send()}`);
-      const timer = setInterval(() => void tick().catch((err: unknown) => say(String(err))), intervalMs);
-      void tick();
-      stop = async () => {
-        clearInterval(timer);
-        await e.stop();
-      };
+      stop = every(
+        intervalMs,
+        async () => say(`line: ${await e.send()}`),
+        say,
+        () => e.stop(),
+      );
       break;
     }
     case 'chirpstack': {
@@ -96,12 +114,7 @@ async function main(): Promise<void> {
         await e.uplink();
         say(`up event for ${values['dev-eui']}`);
       };
-      const timer = setInterval(() => void tick().catch((err: unknown) => say(String(err))), intervalMs);
-      void tick();
-      stop = async () => {
-        clearInterval(timer);
-        await e.stop();
-      };
+      stop = every(intervalMs, tick, say, () => e.stop());
       break;
     }
     default:
