@@ -91,7 +91,7 @@ export class RuleEngine implements RuleChangeListener {
   private halted = false;
   private started = false;
   private chain: Promise<unknown> = Promise.resolve();
-  private queuedDrain: Promise<void> | null = null;
+  private queuedDrain: { untilIdle: boolean; promise: Promise<void> } | null = null;
 
   constructor(
     private readonly deps: {
@@ -139,7 +139,7 @@ export class RuleEngine implements RuleChangeListener {
 
   private runInBackground(): void {
     if (this.halted) return;
-    this.drain().catch((err: unknown) => this.deps.log.error({ err }, 'rule evaluation failed'));
+    this.queueDrain(false).catch((err: unknown) => this.deps.log.error({ err }, 'rule evaluation failed'));
   }
 
   /**
@@ -147,13 +147,33 @@ export class RuleEngine implements RuleChangeListener {
    * left (tests call it after ingest, and after moving the clock, instead of waiting).
    */
   drain(): Promise<void> {
-    this.queuedDrain ??= this.serialize(async () => {
+    return this.queueDrain(true);
+  }
+
+  /**
+   * A drain in the background (a kick, the tick) stops early under a steady stream of data: then
+   * every pass finds the channels written during the one before, a few new points each, and a kick
+   * is pending that brings the next pass within `kickDelayMs` anyway. Looping on would evaluate
+   * back to back, as fast as the database answers (measured on PostgreSQL at 3,000 requests/s:
+   * 18 passes a second, a tenth of the server's CPU, where one a second does the same work). A
+   * backlog (a pass that claimed its limit) is still worked off at once.
+   */
+  private queueDrain(untilIdle: boolean): Promise<void> {
+    if (this.queuedDrain) {
+      this.queuedDrain.untilIdle ||= untilIdle;
+      return this.queuedDrain.promise;
+    }
+    const entry = { untilIdle, promise: Promise.resolve() };
+    entry.promise = this.serialize(async () => {
       this.queuedDrain = null;
       for (let i = 0; i < MAX_PASSES_PER_DRAIN && !this.halted; i++) {
-        if ((await this.pass()) === 0) return;
+        const claimed = await this.pass();
+        if (claimed === 0) return;
+        if (!entry.untilIdle && claimed < CLAIM_LIMIT && this.kickTimer) return;
       }
     });
-    return this.queuedDrain;
+    this.queuedDrain = entry;
+    return entry.promise;
   }
 
   /** The periodic tick: the same as a drain (named for what the tests mean by it). */
