@@ -26,6 +26,38 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
+/** CPU time (user + system) a process has used so far, µs. */
+export function cpuMicros(pid: number): number {
+  // Fields 14 and 15 of /proc/PID/stat, counted after the command name (which may hold spaces).
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / CLOCK_TICKS;
+}
+
+/** Linux's USER_HZ: the unit of /proc's CPU times (100 on every architecture Node runs on). */
+const CLOCK_TICKS = 100;
+
+/**
+ * Starts measuring steal time: the share of the machine's time its hypervisor gave to other guests.
+ * Call the returned function at the end; it answers the percentage since the start.
+ */
+export function stealMeter(): () => number {
+  const read = () => {
+    const cpu = fs
+      .readFileSync('/proc/stat', 'utf8')
+      .split('\n')[0]!
+      .trim()
+      .split(/\s+/)
+      .slice(1)
+      .map(Number);
+    return { steal: cpu[7] ?? 0, total: cpu.reduce((a, b) => a + b, 0) };
+  };
+  const start = read();
+  return () => {
+    const end = read();
+    return end.total > start.total ? ((end.steal - start.steal) / (end.total - start.total)) * 100 : 0;
+  };
+}
+
 export function tempDir(prefix: string): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
