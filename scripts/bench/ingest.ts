@@ -132,16 +132,27 @@ async function measure(target: Target, perRequest: number): Promise<IngestRound>
   };
 }
 
-async function cloudTarget(name: string, env: Record<string, string>, cleanup: () => Promise<void>) {
+async function cloudTarget(
+  name: string,
+  env: Record<string, string>,
+  cleanup: () => Promise<void>,
+): Promise<Target> {
   const dataDir = tempDir('bench-ingest-');
-  const server = await startServer('cloud/src/main.ts', {
-    DATA_DIR: dataDir,
-    RATE_LIMIT_INGEST_PER_MIN: '100000000',
-    RATE_LIMIT_MGMT_PER_MIN: '100000',
-    ...env,
-  });
-  const account = await setUpAccount(server.url, dataDir, DEVICES);
-  return { name, server, devices: account.devices, cleanup };
+  let server: ServerProcess | null = null;
+  try {
+    server = await startServer('cloud/src/main.ts', {
+      DATA_DIR: dataDir,
+      RATE_LIMIT_INGEST_PER_MIN: '100000000',
+      RATE_LIMIT_MGMT_PER_MIN: '100000',
+      ...env,
+    });
+    const account = await setUpAccount(server.url, dataDir, DEVICES);
+    return { name, server, devices: account.devices, cleanup };
+  } catch (err) {
+    await server?.stop();
+    await cleanup();
+    throw err;
+  }
 }
 
 function goal(row: IngestRow, rows: IngestRow[]): string {
