@@ -32,7 +32,7 @@ class StreamedRepository extends RulesRepository {
  * How many passes a drain makes. In the background (a kick, the tick) under a steady stream, one:
  * the pending kick brings the next within its delay, and passing back to back would evaluate the
  * same channels for a few new points each as fast as the database answers. `drain()` itself, which
- * tests and recompute rely on, goes on until nothing is left.
+ * tests rely on, goes on until nothing is left.
  */
 describe.each(DATABASES)('rule engine drains on %s', (kind) => {
   let target: TestDatabase;
