@@ -6,7 +6,7 @@ import { pino } from 'pino';
 import { Intake } from '../../gateway/src/buffer/intake.ts';
 import { ReadingQueue } from '../../gateway/src/buffer/reading-queue.ts';
 import { systemClock } from '../../gateway/src/clock.ts';
-import { freePort, ROOT, setUpAccount, startServer, tempDir } from './lib.ts';
+import { freePort, memoryMiB, ROOT, setUpAccount, startServer, tempDir } from './lib.ts';
 
 /**
  * The gateway benchmark (issue 7 targets): the buffer's durable write rate, the drain rate of a
@@ -84,12 +84,6 @@ async function fill(file: string, n: number): Promise<void> {
   queue.close();
 }
 
-function rssMiB(pid: number): { rss: number; hwm: number } {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (key: string) => Number(new RegExp(`${key}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0);
-  return { rss: Math.round(kb('VmRSS') / 1024), hwm: Math.round(kb('VmHWM') / 1024) };
-}
-
 export async function benchGateway(): Promise<GatewayBenchRow[]> {
   const work = tempDir('bench-gateway-');
   try {
@@ -162,17 +156,17 @@ export async function benchGateway(): Promise<GatewayBenchRow[]> {
           partial = lines.pop()!;
           for (const line of lines) {
             const entry = JSON.parse(line) as { msg: string; status?: { buffer: { depth: number } } };
-            if (entry.msg === 'gateway started') rssBuffered = rssMiB(pid).rss;
+            if (entry.msg === 'gateway started') rssBuffered = memoryMiB(pid).rss;
             if (entry.msg === 'uplink connected' && !connectedAt) connectedAt = performance.now();
             if (entry.msg === 'status') {
-              peakDuringDrain = Math.max(peakDuringDrain, rssMiB(pid).rss);
+              peakDuringDrain = Math.max(peakDuringDrain, memoryMiB(pid).rss);
               if (entry.status!.buffer.depth === 0 && connectedAt)
                 resolve((performance.now() - connectedAt) / 1000);
             }
           }
         });
       });
-      const hwm = rssMiB(pid).hwm;
+      const hwm = memoryMiB(pid).hwm;
       child.removeAllListeners('exit');
       const exited = new Promise((resolve) => child.on('exit', resolve));
       child.kill('SIGTERM');

@@ -1,6 +1,7 @@
 import { runIngestLoad } from './load.ts';
 import {
   cpuMicros,
+  median,
   setUpAccount,
   startServer,
   stealMeter,
@@ -89,12 +90,6 @@ function measurements(n: number) {
     const kind = KINDS[i % KINDS.length]!;
     return { type: kind, value: VALUES[kind], label: `m${Math.floor(i / KINDS.length)}` };
   });
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 async function run(target: Target, perRequest: number, durationS: number) {

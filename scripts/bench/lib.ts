@@ -26,6 +26,19 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
+/** A process's resident set size now (`rss`) and at its peak so far (`hwm`), MiB. */
+export function memoryMiB(pid: number): { rss: number; hwm: number } {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (key: string) => Number(new RegExp(`${key}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0);
+  return { rss: Math.round(kb('VmRSS') / 1024), hwm: Math.round(kb('VmHWM') / 1024) };
+}
+
+/** The middle value (of an even count, the upper of the two middle ones). */
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
 /** CPU time (user + system) a process has used so far, µs. */
 export function cpuMicros(pid: number): number {
   // Fields 14 and 15 of /proc/PID/stat, counted after the command name (which may hold spaces).
@@ -87,11 +100,7 @@ export async function startServer(
     child,
     pid,
     url: `http://127.0.0.1:${port}`,
-    peakRssMiB: () => {
-      const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-      const kb = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0);
-      return Math.round(kb / 1024);
-    },
+    peakRssMiB: () => memoryMiB(pid).hwm,
     stop: async () => {
       const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
       child.kill('SIGTERM');

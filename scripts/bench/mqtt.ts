@@ -5,6 +5,7 @@ import path from 'node:path';
 import mqtt, { type MqttClient } from 'mqtt';
 import {
   freePort,
+  memoryMiB,
   ROOT,
   setUpAccount,
   startServer,
@@ -104,11 +105,6 @@ async function load(
   for (const client of clients) await client.endAsync();
   if (failed > 0) console.log(`failed publishes on port ${port}:`, reasons);
   return { perSec: acked / elapsed, failed, reasons };
-}
-
-function peakRss(pid: number): number {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Math.round(Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024);
 }
 
 async function startMosquitto(
@@ -244,7 +240,7 @@ export async function benchMqtt(postgresUrl: string | null): Promise<MqttRow[]> 
         measurementsPerSec: Math.round(r.perSec),
         ratioToBareAedes: 1,
         failed: r.failed,
-        peakRssMiB: peakRss(bare.pid),
+        peakRssMiB: memoryMiB(bare.pid).hwm,
       });
       return r.perSec;
     } finally {
@@ -261,7 +257,7 @@ export async function benchMqtt(postgresUrl: string | null): Promise<MqttRow[]> 
       measurementsPerSec: Math.round(r.perSec),
       ratioToBareAedes: Math.round((r.perSec / bareRate) * 100) / 100,
       failed: r.failed,
-      peakRssMiB: peakRss(mosquitto.pid),
+      peakRssMiB: memoryMiB(mosquitto.pid).hwm,
     });
   } finally {
     await mosquitto.stop();

@@ -11,7 +11,15 @@ import { rollupDeltas } from '../../cloud/src/measurements/rollups.ts';
 import { decodeJournal, foldPoints } from '../../cloud/src/ingest/ingest.fold.ts';
 import { openDatabase, type Database } from '../../cloud/src/storage/database.ts';
 import { measurementGroup } from '../../cloud/src/storage/layout.ts';
-import { setUpAccount, startServer, tempDir, throwawayPostgres, type ServerProcess } from './lib.ts';
+import {
+  median,
+  memoryMiB,
+  setUpAccount,
+  startServer,
+  tempDir,
+  throwawayPostgres,
+  type ServerProcess,
+} from './lib.ts';
 
 /**
  * Read benchmark (issue 5): one channel with a year of one-minute data (525,600 points), read over
@@ -46,11 +54,6 @@ export interface ExportRow {
   rssBeforeMiB: number;
   rssPeakMiB: number;
   rssGrowthMiB: number;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
 }
 
 async function timed(runs: number, work: () => Promise<unknown>): Promise<number> {
@@ -121,11 +124,6 @@ async function seqOf(database: Database, channelId: string): Promise<number> {
     .where('channel_id', '=', channelId)
     .executeTakeFirstOrThrow();
   return row.seq;
-}
-
-function rssMiB(pid: number): number {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Math.round(Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024);
 }
 
 interface Target {
@@ -327,9 +325,9 @@ export async function benchReads(
       // 4. The account export on a fresh server, streamed to nowhere, its RSS sampled while it runs.
       server = await startServer('cloud/src/main.ts', serverEnv);
       await new Promise((resolve) => setTimeout(resolve, 1000)); // let start-up settle before the baseline
-      const before = rssMiB(server.pid);
+      const before = memoryMiB(server.pid).rss;
       let peak = before;
-      const sampler = setInterval(() => (peak = Math.max(peak, rssMiB(server.pid))), 25);
+      const sampler = setInterval(() => (peak = Math.max(peak, memoryMiB(server.pid).rss)), 25);
       const exportStart = performance.now();
       const response = await fetch(`${server.url}/v1/accounts/me/export`, {
         method: 'POST',
@@ -338,7 +336,7 @@ export async function benchReads(
       let bytes = 0;
       for await (const chunk of response.body!) bytes += (chunk as Uint8Array).length;
       clearInterval(sampler);
-      peak = Math.max(peak, rssMiB(server.pid));
+      peak = Math.max(peak, memoryMiB(server.pid).rss);
       exports.push({
         target: target.name,
         measurements: YEAR_POINTS + perChannel * EXPORT_CHANNELS + 1 + EXPORT_CHANNELS,
