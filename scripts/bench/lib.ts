@@ -12,6 +12,8 @@ export interface ServerProcess {
   child: ChildProcess;
   url: string;
   pid: number;
+  /** The file its stdout and stderr go to. */
+  logFile: string;
   /** Peak resident set size so far, MiB (VmHWM). */
   peakRssMiB(): number;
   stop(): Promise<void>;
@@ -75,31 +77,56 @@ export function tempDir(prefix: string): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
 
-/** Starts a TypeScript entry point in its own process and waits for `(HTTP port N)` on stdout. */
+/** Where the servers of this bench run write their output: one file each (bench-results is git-ignored). */
+const LOG_DIR = path.join(ROOT, 'bench-results', 'logs', new Date().toISOString().replace(/[:.]/g, '-'));
+let serversStarted = 0;
+
+/**
+ * Starts a TypeScript entry point in its own process and waits for `(HTTP port N)` on stdout. The
+ * process's output (its JSON log at LOG_LEVEL, warn unless the bench's environment says otherwise)
+ * goes to a file of its own, `logFile`, so a failure a table shows can be looked up afterwards.
+ */
 export async function startServer(
   entry: string,
   env: Record<string, string>,
   nodeArgs: string[] = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean),
 ): Promise<ServerProcess> {
+  fs.mkdirSync(LOG_DIR, { recursive: true });
+  const logFile = path.join(LOG_DIR, `${++serversStarted}-${path.basename(entry, '.ts')}.log`);
+  const log = fs.createWriteStream(logFile);
   const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', entry], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', MQTT_PORT: '0', LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    env: {
+      PATH: process.env.PATH,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      MQTT_PORT: '0',
+      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
+  child.stdout.pipe(log);
+  child.stderr.pipe(log);
+  child.stderr.pipe(process.stderr);
   const port = await new Promise<number>((resolve, reject) => {
     let out = '';
-    child.stdout.on('data', (c: Buffer) => {
+    const scan = (c: Buffer) => {
       out += c.toString();
       const m = /\(HTTP port (\d+)\)/.exec(out);
-      if (m) resolve(Number(m[1]));
-    });
-    child.on('exit', (code) => reject(new Error(`${entry} exited with ${code} before listening`)));
+      if (!m) return;
+      child.stdout.off('data', scan);
+      resolve(Number(m[1]));
+    };
+    child.stdout.on('data', scan);
+    child.on('exit', (code) => reject(new Error(`${entry} exited with ${code} before listening (log: ${logFile})`)));
   });
   const pid = child.pid!;
   return {
     child,
     pid,
     url: `http://127.0.0.1:${port}`,
+    logFile,
     peakRssMiB: () => memoryMiB(pid).hwm,
     stop: async () => {
       const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));

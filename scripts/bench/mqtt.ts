@@ -206,6 +206,7 @@ export async function benchMqtt(postgresUrl: string | null): Promise<MqttRow[]> 
       const bundle = { cert: bridge.cert_pem!, key: bridge.key_pem!, ca: bridge.ca_pem! };
       const topics = account.devices.map((d) => `${bridge.topic_root}${d.localId}`);
       const r = await load(mqttPort, bundle, topics);
+      if (r.failed > 0) console.log(`${target.name}: the server's log is ${server.logFile}`);
       cloudRows.push({
         target: target.name,
         publishers: PUBLISHERS,

@@ -38,9 +38,16 @@ const WRITTEN_SQL = `SELECT n::int AS written, CASE WHEN n < $4 THEN (SELECT arr
 
 /**
  * A whole group's write in one statement (one round trip): the measurements, the journal of those
- * written (big-endian float64 triplets, as `encodeJournal` writes them), the devices ($6..$8, in id
- * order) and the online/offline job ($9..$11, when $9 is not null). Data-modifying CTEs all run,
- * once, whether or not the final SELECT reads them.
+ * written (big-endian float64 triplets, as `encodeJournal` writes them), the devices ($6..$8) and the
+ * online/offline job ($9..$11, when $9 is not null). Data-modifying CTEs all run, once, whether or
+ * not the final SELECT reads them.
+ *
+ * Groups written at once share device rows, so the rows are locked in id order first (`locked`):
+ * an UPDATE ... FROM locks rows in whatever order its plan meets them (a sequential scan: the
+ * table's physical order, which every update reshuffles), and two groups that met them in two
+ * orders deadlocked (test/cloud/ingest/lock-order.test.ts). FOR NO KEY UPDATE is the lock the
+ * UPDATE takes anyway; FOR UPDATE would also wait for every transaction holding a foreign key's
+ * share lock on the device (the rule engine's inserts of rows that reference it), and deadlocked with them.
  */
 const writeSql = (skip: boolean) => `${insertSql(skip)},
 journal AS (
@@ -49,7 +56,9 @@ journal AS (
   FROM ins HAVING count(*) > 0),
 devices_seen AS (
   UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), u.seen), online = u.online
-  FROM unnest($6::text[], $7::bigint[], $8::smallint[]) AS u(id, seen, online) WHERE d.id = u.id),
+  FROM (SELECT id FROM devices WHERE id = ANY($6::text[]) ORDER BY id FOR NO KEY UPDATE) AS locked,
+    unnest($6::text[], $7::bigint[], $8::smallint[]) AS u(id, seen, online)
+  WHERE d.id = locked.id AND d.id = u.id),
 job AS (
   INSERT INTO jobs (id, kind, payload, run_at, attempts, created_at)
   SELECT $9::text, $10::text, $11::text, $5, 0, $5 WHERE $9::text IS NOT NULL)
