@@ -119,7 +119,9 @@ export async function startServer(
       resolve(Number(m[1]));
     };
     child.stdout.on('data', scan);
-    child.on('exit', (code) => reject(new Error(`${entry} exited with ${code} before listening (log: ${logFile})`)));
+    child.on('exit', (code) =>
+      reject(new Error(`${entry} exited with ${code} before listening (log: ${logFile})`)),
+    );
   });
   const pid = child.pid!;
   return {
