@@ -120,6 +120,11 @@ async function measure(target: Target, perRequest: number): Promise<IngestRound>
   const r = await run(target, perRequest, DURATION_S);
   const cpu = cpuMicros(target.server.pid) - cpuBefore;
   const stealPercent = steal();
+  if (r.non2xx + r.errors > 0) {
+    console.log(
+      `${target.name}: ${r.non2xx} non-2xx, ${r.errors} errors; its log is ${target.server.logFile}`,
+    );
+  }
   await quiet(target.server);
   return {
     generator: r.generator,
