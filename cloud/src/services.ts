@@ -162,7 +162,7 @@ export function buildServices(deps: {
     sensors: sensorsRepository,
     audit,
     ruleChanges: rules,
-    catchUp: () => ingest.catchUp(),
+    settle: (seqs) => rules.settle(seqs),
   });
   const silences = new SilencesService({ db, clock, sensors: sensorsRepository, audit, engine: rules });
   const ingest = new IngestCore({

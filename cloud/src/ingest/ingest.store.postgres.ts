@@ -291,13 +291,16 @@ export class PostgresIngestStore implements IngestStore {
         await q(
           'ingest_sensor_last',
           // Every channel written is marked for the rule engine; the last value moves only forward.
+          // The rows are locked in seq order first (`locked`), as the rule engine locks them: an
+          // UPDATE ... FROM takes them in its plan's order, which deadlocks with a writer taking them in another.
           `UPDATE sensors s SET
              last_value = CASE WHEN s.last_ts IS NULL OR s.last_ts <= u.ts THEN u.value ELSE s.last_value END,
              last_ts = CASE WHEN s.last_ts IS NULL OR s.last_ts <= u.ts THEN u.ts ELSE s.last_ts END,
              eval_from = LEAST(COALESCE(s.eval_from, u.min_ts), u.min_ts),
              eval_gen = s.eval_gen + 1
-           FROM unnest($1::bigint[], $2::bigint[], $3::float8[], $4::bigint[]) AS u(seq, ts, value, min_ts)
-           WHERE s.seq = u.seq`,
+           FROM (SELECT seq FROM sensors WHERE seq = ANY($1::bigint[]) ORDER BY seq FOR NO KEY UPDATE) AS locked,
+             unnest($1::bigint[], $2::bigint[], $3::float8[], $4::bigint[]) AS u(seq, ts, value, min_ts)
+           WHERE s.seq = locked.seq AND s.seq = u.seq`,
           [
             rows.map((r) => r.sensorSeq),
             rows.map((r) => r.ts),

@@ -225,6 +225,20 @@ export class RuleEngine implements RuleChangeListener {
     });
   }
 
+  /**
+   * Brings the stored state of `seqs` up to date before a read (reads reflect writes): folds what
+   * ingest committed, then evaluates, now rather than at the next pass, those of them with data not
+   * yet evaluated or a due time reached. Alarm events and notifications decided here are the same
+   * as a pass would decide; channels already up to date cost one query.
+   */
+  async settle(seqs: readonly number[]): Promise<void> {
+    await this.deps.catchUp?.();
+    if (seqs.length === 0) return;
+    const now = this.deps.clock.nowMicros();
+    const stale = await this.deps.repository.staleChannels(this.deps.database.db, seqs, now);
+    if (stale.length > 0) await this.evaluate(stale, now);
+  }
+
   /** Inside a rule change's transaction (PATCH /v1/sensors): keeps the history, re-evaluates soon. */
   async ruleChanged(
     db: Db,
@@ -261,7 +275,10 @@ export class RuleEngine implements RuleChangeListener {
     inTransaction?: (db: Db, summary: EvaluationSummary) => Promise<void>,
   ): Promise<EvaluationSummary> {
     const { repository: repo, database } = this.deps;
-    return lockedTransaction(database, { namespace: CHANNEL_LOCK, keys: seqs }, async (db) => {
+    // The channels' sensor rows are locked first, in seq order, as the ingest fold locks them: an
+    // evaluation writes them (state, the marker) and the trackers in an order of its own.
+    const lock = { namespace: CHANNEL_LOCK, keys: seqs, rows: { table: 'sensors', key: 'seq' } } as const;
+    return lockedTransaction(database, lock, async (db) => {
       const summary: EvaluationSummary = {
         channels: 0,
         eventsCreated: 0,

@@ -61,6 +61,22 @@ export class RulesRepository {
     return rows.map((r) => r.sensor_seq);
   }
 
+  /**
+   * Those of `seqs` whose stored state may be out of date by `now`: data not yet evaluated, or a
+   * due time reached (grace ends, data stops, a silence window or a rule change).
+   */
+  async staleChannels(db: Db, seqs: readonly number[], now: number): Promise<number[]> {
+    if (seqs.length === 0) return [];
+    const rows = await db
+      .selectFrom('sensors as s')
+      .leftJoin('channel_trackers as t', 't.sensor_seq', 's.seq')
+      .select('s.seq')
+      .where('s.seq', 'in', [...seqs])
+      .where((eb) => eb.or([eb('s.eval_from', 'is not', null), eb('t.due_at', '<=', now)]))
+      .execute();
+    return rows.map((r) => r.seq);
+  }
+
   /** Channels of deleted devices that still have open events (they are closed at the deletion). */
   async orphanedOpenChannels(db: Db, limit: number): Promise<number[]> {
     const rows = await db

@@ -22,6 +22,11 @@ export class SensorsRepository {
       .executeTakeFirst();
   }
 
+  async seqsOfDevice(db: Db, deviceId: string): Promise<number[]> {
+    const rows = await db.selectFrom('sensors').select('seq').where('device_id', '=', deviceId).execute();
+    return rows.map((r) => r.seq);
+  }
+
   async listForDevice(db: Db, deviceId: string): Promise<SensorRow[]> {
     return db.selectFrom('sensors').selectAll().where('device_id', '=', deviceId).orderBy('seq').execute();
   }

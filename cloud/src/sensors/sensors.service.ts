@@ -50,19 +50,30 @@ export class SensorsService {
       sensors: SensorsRepository;
       audit: AuditRepository;
       ruleChanges?: RuleChangeListener;
-      /** Brings last values up to date with everything ingested (ingest.fold.ts). */
-      catchUp?: () => Promise<void>;
+      /**
+       * Brings the channels' last values and states up to date with everything answered before the
+       * call (the rule engine's `settle`), so that a read reflects every write.
+       */
+      settle?: (seqs: readonly number[]) => Promise<void>;
     },
   ) {}
 
-  /** A device's sensors, with last values up to date. */
+  /** A device's sensors, their last values and states up to date. */
   async listForDevice(deviceId: string): Promise<SensorRow[]> {
-    await this.deps.catchUp?.();
-    return this.deps.sensors.listForDevice(this.deps.db, deviceId);
+    const { db, sensors, settle } = this.deps;
+    if (settle) await settle(await sensors.seqsOfDevice(db, deviceId));
+    return sensors.listForDevice(db, deviceId);
   }
 
+  /** A sensor, its last value and state up to date. */
   async get(accountId: string, id: string): Promise<SensorRow> {
-    await this.deps.catchUp?.();
+    const found = await this.find(accountId, id);
+    if (!this.deps.settle) return found;
+    await this.deps.settle([found.seq]);
+    return this.find(accountId, id);
+  }
+
+  private async find(accountId: string, id: string): Promise<SensorRow> {
     const sensor = await this.deps.sensors.find(this.deps.db, accountId, id);
     if (!sensor) throw notFound('sensor');
     return sensor;
@@ -107,6 +118,7 @@ export class SensorsService {
       return { ...sensor, ...after };
     });
     this.deps.ruleChanges?.ruleCommitted();
-    return updated;
+    // The answer shows the state under the new rule, as every read after it does.
+    return this.deps.settle ? this.get(by.accountId, id) : updated;
   }
 }

@@ -194,10 +194,17 @@ export function isConnectionError(err: unknown): boolean {
  * and, on PostgreSQL, that also holds the transaction-scoped advisory locks `(namespace, key)` for
  * `keys` (taken in ascending order), so replicas serialise work on the same keys (the rule engine
  * locks the channels it evaluates).
+ *
+ * `rows` also locks, on PostgreSQL, the rows of that table whose key column is one of `keys`, in
+ * ascending key order, before the work runs: every writer of those rows that takes them in key
+ * order (the ingest fold locks `sensors` the same way) then waits instead of deadlocking, however
+ * the work orders its own statements. FOR NO KEY UPDATE is the lock an UPDATE takes anyway, and
+ * leaves foreign-key share locks (rows inserted elsewhere that reference these) free. On SQLite the
+ * transaction's write lock already excludes every other writer.
  */
 export async function lockedTransaction<T>(
   database: Database,
-  lock: { namespace: number; keys: readonly number[] },
+  lock: { namespace: number; keys: readonly number[]; rows?: { table: 'sensors'; key: 'seq' } },
   work: (db: Db) => Promise<T>,
 ): Promise<T> {
   const { db, dialect } = database;
@@ -207,6 +214,12 @@ export async function lockedTransaction<T>(
       if (keys.length > 0) {
         await sql`SELECT count(pg_advisory_xact_lock(${sql.lit(lock.namespace)}, s.k::int))
           FROM (SELECT k FROM unnest(${keys}::bigint[]) AS k ORDER BY k) AS s`.execute(trx);
+        if (lock.rows) {
+          const table = sql.table(lock.rows.table);
+          const key = sql.ref(lock.rows.key);
+          await sql`SELECT count(*) FROM (SELECT 1 FROM ${table} WHERE ${key} = ANY(${keys}::bigint[])
+            ORDER BY ${key} FOR NO KEY UPDATE) AS l`.execute(trx);
+        }
       }
       return work(trx);
     });
