@@ -16,6 +16,11 @@ async function main(): Promise<void> {
   const cloud = new Cloud({ config });
   await cloud.start();
   process.stdout.write(`cloud listening on ${cloud.config.baseUrl} (HTTP port ${cloud.port})\n`);
+  process.stdout.write(
+    cloud.config.smtpUrl
+      ? 'mail goes through SMTP_URL; sign-in codes are never logged\n'
+      : `mail goes to ${cloud.config.dataDir}/outbox/ (no SMTP_URL); sign-in codes are printed in the log\n`,
+  );
 
   let stopping = false;
   const stop = (signal: string) => {

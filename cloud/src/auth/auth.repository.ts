@@ -40,19 +40,29 @@ export class AuthRepository {
       .executeTakeFirst();
   }
 
-  /** Counts a wrong try; the code is invalidated at `maxAttempts`. */
-  async recordFailedAttempt(db: Db, id: string, maxAttempts: number): Promise<void> {
-    await db
+  /**
+   * Claims one attempt of an issued code: counts it and answers the code's row, or undefined when
+   * the code is no longer issued or its attempts are used up. One statement, so concurrent entries
+   * never claim more than `maxAttempts` between them.
+   */
+  async claimAttempt(db: Db, id: string, maxAttempts: number): Promise<LoginCodeRow | undefined> {
+    return db
       .updateTable('login_codes')
       .set((eb) => ({ attempts: eb('attempts', '+', 1) }))
       .where('id', '=', id)
-      .execute();
+      .where('state', '=', 'issued')
+      .where('attempts', '<', maxAttempts)
+      .returningAll()
+      .executeTakeFirst();
+  }
+
+  /** The code can no longer be used (its last attempt was wrong). */
+  async invalidateCode(db: Db, id: string): Promise<void> {
     await db
       .updateTable('login_codes')
       .set({ state: 'invalidated' })
       .where('id', '=', id)
       .where('state', '=', 'issued')
-      .where('attempts', '>=', maxAttempts)
       .execute();
   }
 

@@ -47,10 +47,10 @@ export function authRoutes(s: Services): RouteDef[] {
       summary: 'Exchange the code for a session (sets the os_session cookie)',
       requestBody: VerifyCode,
       success: { status: 200, description: '{session_id, expires_at, user_id} and Set-Cookie: os_session' },
-      errors: ['code_invalid'],
+      errors: ['code_invalid', 'rate_limited'],
       handler: async (req) => {
         const body = parseInput(VerifyCode, req.body, 'body');
-        const created = await authService.verifyCode(body.email, body.code);
+        const created = await authService.verifyCode(body.email, body.code, req.ip ?? 'unknown');
         return {
           status: 200,
           body: sessionBody(created),

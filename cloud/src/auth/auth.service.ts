@@ -18,6 +18,12 @@ export const SESSION_TTL_MICROS = 30 * 24 * 3600 * 1_000_000;
 export const MAX_CODE_ATTEMPTS = 5;
 const CODES_PER_EMAIL = { limit: 5, windowSeconds: 600 };
 const REQUESTS_PER_IP = { limit: 100, windowSeconds: 600 };
+/**
+ * Code entries (`POST /v1/auth/verify`): per address, room for a household or office behind one NAT
+ * mistyping now and then; per e-mail, three codes' worth of tries (each code allows five).
+ */
+const VERIFIES_PER_IP = { limit: 60, windowSeconds: 600 };
+const VERIFIES_PER_EMAIL = { limit: 15, windowSeconds: 600 };
 /** Rolling expiry is written at most this often per session (every request still extends it logically). */
 const SESSION_TOUCH_MICROS = 60 * 1_000_000;
 
@@ -68,14 +74,7 @@ export class AuthService {
    */
   async requestCode(rawEmail: string, ip: string): Promise<void> {
     const { db, clock, config, auth, accounts, jobs, rateLimiter } = this.deps;
-    const perIp = await rateLimiter.hit(
-      `auth-ip:${ip}`,
-      REQUESTS_PER_IP.limit,
-      REQUESTS_PER_IP.windowSeconds,
-    );
-    if (!perIp.allowed && config.rateLimitMode === 'enforce') {
-      throw new RateLimited(perIp.retryAfterSeconds, 'too many sign-in requests from this address');
-    }
+    await this.limit(`auth-ip:${ip}`, REQUESTS_PER_IP, 'too many sign-in requests from this address');
     const email = normaliseEmail(rawEmail);
     const perEmail = await rateLimiter.hit(
       `auth-email:${hashSecret(email)}`,
@@ -120,19 +119,40 @@ export class AuthService {
     jobs.kick();
   }
 
-  /** Verifies `{email, code}`; wrong, expired, used or invalidated all give one 401 `code_invalid`. */
-  async verifyCode(rawEmail: string, rawCode: string): Promise<NewSession> {
+  /**
+   * Verifies `{email, code}`; wrong, expired, used or invalidated all give one 401 `code_invalid`.
+   * Each entry claims one of the code's attempts before it is compared, in one statement, so
+   * concurrent guesses cannot compare more than MAX_CODE_ATTEMPTS times; entries are also limited
+   * per address and per e-mail (429 with Retry-After).
+   */
+  async verifyCode(rawEmail: string, rawCode: string, ip: string): Promise<NewSession> {
     const { db, clock, auth } = this.deps;
     const email = normaliseEmail(rawEmail);
+    await this.limit(`verify-ip:${ip}`, VERIFIES_PER_IP, 'too many sign-in codes entered from this address');
+    await this.limit(
+      `verify-email:${hashSecret(email)}`,
+      VERIFIES_PER_EMAIL,
+      'too many sign-in codes entered for this e-mail',
+    );
     const code = normaliseCode(rawCode);
     const now = clock.nowMicros();
-    const row = await auth.latestIssuedCode(db, email);
-    if (!row || row.expires_at <= now) throw codeInvalid();
+    const latest = await auth.latestIssuedCode(db, email);
+    if (!latest || latest.expires_at <= now) throw codeInvalid();
+    const row = await auth.claimAttempt(db, latest.id, MAX_CODE_ATTEMPTS);
+    if (!row) throw codeInvalid();
     if (codeHash(row.id, code) !== row.code_hash) {
-      await auth.recordFailedAttempt(db, row.id, MAX_CODE_ATTEMPTS);
+      if (row.attempts >= MAX_CODE_ATTEMPTS) await auth.invalidateCode(db, row.id);
       throw codeInvalid();
     }
     return this.consume(row);
+  }
+
+  private async limit(bucket: string, rule: { limit: number; windowSeconds: number }, message: string) {
+    const { config, rateLimiter } = this.deps;
+    const result = await rateLimiter.hit(bucket, rule.limit, rule.windowSeconds);
+    if (!result.allowed && config.rateLimitMode === 'enforce') {
+      throw new RateLimited(result.retryAfterSeconds, message);
+    }
   }
 
   /** The e-mailed link: same lifetime and single use as the code. */

@@ -18,7 +18,7 @@ export interface SentMail extends Mail {
 
 /**
  * Sends mail through SMTP when `SMTP_URL` is set; otherwise writes each message as an RFC 5322 `.eml`
- * file to `$DATA_DIR/outbox/` and logs its subject, so a local install works with no mail server
+ * file to `$DATA_DIR/outbox/` and logs its subject (sign-in codes included), so a local install works with no mail server
  * (decisions, "Human login"). Both go through nodemailer, so both produce the same message.
  * Emits `sent` with a SentMail after each delivery.
  */
@@ -51,9 +51,13 @@ export class Mailer extends EventEmitter<{ sent: [SentMail] }> {
         `${stamp}-${info.messageId.replace(/[^A-Za-z0-9]/g, '').slice(0, 24)}.eml`,
       );
       await fs.writeFile(file, info.message ?? Buffer.alloc(0));
+      // The local outbox is the embedded default for one machine: its reader is the operator, and the
+      // subject (a sign-in code's carrier) in the console saves opening the file.
       this.deps.log.info({ to: mail.to, subject: mail.subject, file }, 'mail written to outbox');
     } else {
-      this.deps.log.info({ to: mail.to, subject: mail.subject, messageId: info.messageId }, 'mail sent');
+      // Through SMTP the mail is the only carrier of its secrets: whoever reads the logs must not be
+      // able to sign in as its recipient.
+      this.deps.log.info({ to: mail.to, messageId: info.messageId }, 'mail sent');
     }
     const sent: SentMail = { ...mail, file, messageId: info.messageId };
     this.emit('sent', sent);

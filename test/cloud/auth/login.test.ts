@@ -126,6 +126,44 @@ describe.each(DATABASES)('magic-link login on %s', (db) => {
     expect(right.json.error.code).toBe('code_invalid');
   });
 
+  it('compares at most five guesses of a code, however many arrive at once', async () => {
+    t = await startTestCloud({ db });
+    const code = await requestCode('a@example.com');
+    const wrong = code === 'AAA-AAA' ? 'BBB-BBB' : 'AAA-AAA';
+    const answers = await Promise.all(
+      Array.from({ length: 100 }, () =>
+        t.http.post('/v1/auth/verify', { email: 'a@example.com', code: wrong }),
+      ),
+    );
+    expect(answers.every((a) => a.status === 401 || a.status === 429)).toBe(true);
+    const row = await t.cloud.services.db
+      .selectFrom('login_codes')
+      .select(['attempts', 'state'])
+      .where('email', '=', 'a@example.com')
+      .executeTakeFirstOrThrow();
+    expect(row).toEqual({ attempts: 5, state: 'invalidated' });
+  });
+
+  it('limits code entries per e-mail and per address with 429 rate_limited and Retry-After', async () => {
+    t = await startTestCloud({ db });
+    for (let i = 0; i < 15; i++) {
+      const answer = await t.http.post('/v1/auth/verify', { email: 'a@example.com', code: 'AAA-AAA' });
+      expect(answer.status).toBe(401);
+    }
+    const perEmail = await t.http.post('/v1/auth/verify', { email: 'a@example.com', code: 'AAA-AAA' });
+    expect(perEmail.status).toBe(429);
+    expect(perEmail.json.error.code).toBe('rate_limited');
+    expect(Number(perEmail.headers.get('retry-after'))).toBeGreaterThan(0);
+    // Another e-mail from the same address is still served, up to the address's own limit.
+    for (let i = 0; i < 44; i++) {
+      const answer = await t.http.post('/v1/auth/verify', { email: `u${i}@example.com`, code: 'AAA-AAA' });
+      expect(answer.status).toBe(401);
+    }
+    const perIp = await t.http.post('/v1/auth/verify', { email: 'late@example.com', code: 'AAA-AAA' });
+    expect(perIp.status).toBe(429);
+    expect(Number(perIp.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+
   it('answers a code for an e-mail that never asked with 401, and a malformed body with 400', async () => {
     t = await startTestCloud({ db });
     const answer = await t.http.post('/v1/auth/verify', { email: 'nobody@example.com', code: 'ABC-DEF' });
@@ -212,6 +250,15 @@ describe.each(DATABASES)('magic-link login on %s', (db) => {
       expect(received[0]).toContain(`Your sign-in code is ${code}`);
       expect((await t.http.post('/v1/auth/verify', { email: 'a@example.com', code })).status).toBe(200);
       expect(fs.existsSync(path.join(t.database.dataDir, 'outbox'))).toBe(false);
+      // Whoever reads the logs cannot sign in: neither the code nor the link's token is in them.
+      const link = /\?t=([A-Za-z0-9_-]+)/.exec(received[0]!.replace(/=\r?\n/g, '').replace(/=3D/g, '='))![1]!;
+      const logged = JSON.stringify(t.logs);
+      expect(logged).not.toContain(code);
+      expect(logged).not.toContain(code.replace('-', ''));
+      expect(logged).not.toContain(link);
+      expect(t.logs).toContainEqual(
+        expect.objectContaining({ msg: 'mail sent', to: 'a@example.com', messageId: expect.any(String) }),
+      );
     } finally {
       await smtp.close();
     }

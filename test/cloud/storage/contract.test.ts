@@ -335,15 +335,14 @@ describe.each(DATABASES)('storage contract on %s', (kind) => {
       expect(await auth.findIssuedCodeByLink(db, second.link_hash)).toBeUndefined();
     });
 
-    it('counts failed attempts and invalidates the code at the limit', async () => {
+    it('claims attempts up to the limit, concurrent claims included, and invalidates a code', async () => {
       const row = code('a@example.com');
       await auth.insertCode(db, row);
-      await auth.recordFailedAttempt(db, row.id, 2);
-      expect(await auth.latestIssuedCode(db, 'a@example.com')).toMatchObject({
-        attempts: 1,
-        state: 'issued',
-      });
-      await auth.recordFailedAttempt(db, row.id, 2);
+      expect(await auth.claimAttempt(db, row.id, 2)).toMatchObject({ id: row.id, attempts: 1 });
+      const racing = await Promise.all([1, 2, 3].map(() => auth.claimAttempt(db, row.id, 2)));
+      expect(racing.filter((r) => r !== undefined)).toEqual([expect.objectContaining({ attempts: 2 })]);
+      expect(await auth.latestIssuedCode(db, 'a@example.com')).toMatchObject({ attempts: 2 });
+      await auth.invalidateCode(db, row.id);
       expect(await auth.latestIssuedCode(db, 'a@example.com')).toBeUndefined();
     });
 
