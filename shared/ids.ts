@@ -53,6 +53,12 @@ export function newId(prefix: IdPrefix): string {
 }
 
 /** A secret with 256 bits of entropy after its prefix (`ua_live_`, `ds_live_`, `whk_`, ...). */
+/**
+ * The prefixes of every secret the cloud issues (user, device and integration tokens, webhook signing
+ * secrets, session cookies): a value that starts with one is never logged.
+ */
+export const SECRET_PREFIXES = ['ua_live_', 'ds_live_', 'whk_', 'whsec_', 'oss_'] as const;
+
 export function newSecret(prefix: string): string {
   return `${prefix}${randomBase62(32)}`;
 }

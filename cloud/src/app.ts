@@ -1,6 +1,7 @@
 import express, { type Express, type Request } from 'express';
 import { newId } from '../../shared/ids.ts';
 import type { Principal } from './http/context.ts';
+import { trustProxy } from './http/client-address.ts';
 import { BODY_LIMIT_BYTES, errorHandler, notFoundHandler } from './http/error-handler.ts';
 import { mountRoutes, type RouteDef } from './http/route-table.ts';
 import { redactUrl, type Logger } from './logger.ts';
@@ -13,6 +14,7 @@ export function logRequest(
   requestId: string,
   method: string,
   url: string,
+  ip: string | undefined,
   status: number,
   started: number,
   principal: Principal | null,
@@ -22,6 +24,7 @@ export function logRequest(
       req_id: requestId,
       method,
       url: redactUrl(url),
+      ip,
       status,
       ms: Math.round((performance.now() - started) * 10) / 10,
       account_id: principal?.accountId,
@@ -37,6 +40,7 @@ export function createApp(s: Services): { app: Express; routes: RouteDef[] } {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
+  app.set('trust proxy', trustProxy(s.config));
 
   app.use((req, res, next) => {
     const requestId = newId('req');
@@ -53,7 +57,16 @@ export function createApp(s: Services): { app: Express; routes: RouteDef[] } {
     res.set('X-Request-Id', requestId);
     const started = performance.now();
     res.on('finish', () =>
-      logRequest(s.log, requestId, req.method, req.originalUrl, res.statusCode, started, req.ctx.principal),
+      logRequest(
+        s.log,
+        requestId,
+        req.method,
+        req.originalUrl,
+        req.ip,
+        res.statusCode,
+        started,
+        req.ctx.principal,
+      ),
     );
     next();
   });

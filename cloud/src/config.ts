@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import proxyaddr from 'proxy-addr';
 import type { PkiConfig } from './pki/pki.ts';
 
 /**
@@ -52,6 +53,20 @@ const EnvSchema = z.object({
   RATE_LIMIT_READ_PER_MIN: positiveInt.default(120),
   RATE_LIMIT_REPORT_PER_MIN: positiveInt.default(4),
   WEBHOOK_ALLOW_PRIVATE: bool.default(false),
+  TRUST_PROXY: z
+    .string()
+    .transform((v, ctx) => {
+      if (/^\d+$/.test(v)) return Number(v);
+      const list = v.split(',').map((a) => a.trim());
+      try {
+        proxyaddr.compile(list);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        return z.NEVER;
+      }
+      return list;
+    })
+    .optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -90,6 +105,12 @@ export interface Config {
   readonly rateLimitMode: 'enforce' | 'warn';
   readonly rateLimits: RateLimits;
   readonly webhookAllowPrivate: boolean;
+  /**
+   * TRUST_PROXY: which proxies in front of the cloud may name the client (`X-Forwarded-For`): a hop
+   * count, or addresses, subnets and proxy-addr's names (`loopback`, `linklocal`, `uniquelocal`);
+   * null trusts none, so the client is the socket's peer.
+   */
+  readonly trustProxy: number | readonly string[] | null;
   readonly logLevel: string;
 }
 
@@ -153,6 +174,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       reportPerMin: e.RATE_LIMIT_REPORT_PER_MIN,
     }),
     webhookAllowPrivate: e.WEBHOOK_ALLOW_PRIVATE,
+    trustProxy: e.TRUST_PROXY ?? null,
     logLevel: e.LOG_LEVEL,
   });
 }

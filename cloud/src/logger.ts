@@ -1,3 +1,4 @@
+import { SECRET_PREFIXES } from '../../shared/ids.ts';
 import { createJsonLogger, type Logger } from '../../shared/logger.ts';
 
 export type { Logger };
@@ -14,7 +15,34 @@ export function createLogger(level: string, destination?: NodeJS.WritableStream)
   );
 }
 
-/** `/v1/ingest/shelly?token=ds_live_x&device=a` → `/v1/ingest/shelly?token=[redacted]&device=a` */
+/** Query keys whose values are secrets: tokens (`token`), magic-link tokens (`t`), sign-in codes. */
+const SECRET_KEYS = new Set(['token', 't', 'code']);
+
+function decoded(part: string): string {
+  try {
+    return decodeURIComponent(part.replace(/\+/g, ' '));
+  } catch {
+    return part;
+  }
+}
+
+/**
+ * `/v1/ingest/shelly?token=ds_live_x&device=a` → `/v1/ingest/shelly?token=[redacted]&device=a`.
+ * Keys are compared as the server reads them (percent-decoded, any case: `%74oken` is `token`), and
+ * any value that is a secret by its prefix is redacted whatever its key.
+ */
 export function redactUrl(url: string): string {
-  return url.replace(/([?&](?:token|t)=)[^&#]*/gi, '$1[redacted]');
+  const q = url.indexOf('?');
+  if (q < 0) return url;
+  const hash = url.indexOf('#', q);
+  const query = url.slice(q + 1, hash < 0 ? undefined : hash);
+  const pairs = query.split('&').map((pair) => {
+    const eq = pair.indexOf('=');
+    if (eq < 0) return pair;
+    const key = decoded(pair.slice(0, eq)).trim().toLowerCase();
+    const value = decoded(pair.slice(eq + 1)).trim();
+    const secret = SECRET_KEYS.has(key) || SECRET_PREFIXES.some((p) => value.startsWith(p));
+    return secret ? `${pair.slice(0, eq)}=[redacted]` : pair;
+  });
+  return `${url.slice(0, q + 1)}${pairs.join('&')}${hash < 0 ? '' : url.slice(hash)}`;
 }

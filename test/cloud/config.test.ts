@@ -48,6 +48,7 @@ describe('loadConfig', () => {
       rateLimitMode: 'enforce',
       rateLimits: { mgmtPerMin: 600, ingestPerMin: 60, readPerMin: 120, reportPerMin: 4 },
       webhookAllowPrivate: false,
+      trustProxy: null,
       logLevel: 'info',
     });
     expect(Object.isFrozen(config)).toBe(true);
@@ -74,6 +75,7 @@ describe('loadConfig', () => {
       RATE_LIMIT_READ_PER_MIN: '7',
       RATE_LIMIT_REPORT_PER_MIN: '8',
       WEBHOOK_ALLOW_PRIVATE: '1',
+      TRUST_PROXY: 'loopback, 10.0.0.0/8',
       LOG_LEVEL: 'debug',
       MQTT_HOST: '0.0.0.0',
       MQTT_URL: 'mqtts://mqtt.example.com:8883',
@@ -110,6 +112,7 @@ describe('loadConfig', () => {
       rateLimitMode: 'warn',
       rateLimits: { mgmtPerMin: 5, ingestPerMin: 6, readPerMin: 7, reportPerMin: 8 },
       webhookAllowPrivate: true,
+      trustProxy: ['loopback', '10.0.0.0/8'],
       logLevel: 'debug',
     });
   });
@@ -144,6 +147,8 @@ describe('loadConfig', () => {
     ['RATE_LIMIT_MGMT_PER_MIN', 'many'],
     ['RATE_LIMIT_INGEST_PER_MIN', '-5'],
     ['WEBHOOK_ALLOW_PRIVATE', 'yes'],
+    ['TRUST_PROXY', 'proxy.example.com'],
+    ['TRUST_PROXY', '10.0.0.0/33'],
     ['LOG_LEVEL', 'verbose'],
   ])('refuses %s=%s with a one-line message naming the variable', (name, value) => {
     const err = configError({ [name]: value });

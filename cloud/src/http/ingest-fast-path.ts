@@ -6,6 +6,7 @@ import { PayloadTooLarge, type ApiError } from '../errors.ts';
 import { ingestHandlers, type IngestExchange } from '../ingest/ingest.routes.ts';
 import type { Logger } from '../logger.ts';
 import type { Services } from '../services.ts';
+import { clientAddress, trustProxy, type TrustProxy } from './client-address.ts';
 import type { Principal } from './context.ts';
 import { BODY_LIMIT_BYTES, errorBody, toApiError } from './error-handler.ts';
 import type { Reply } from './route-table.ts';
@@ -23,22 +24,23 @@ import type { Reply } from './route-table.ts';
  * `test/cloud/ingest/fast-path.test.ts` checks both answer alike.
  */
 export function ingestFastPath(
-  s: Pick<Services, 'ingest' | 'clock' | 'authenticator' | 'log'>,
+  s: Pick<Services, 'ingest' | 'clock' | 'authenticator' | 'log' | 'config'>,
 ): (req: IncomingMessage, res: ServerResponse) => boolean {
   const handlers = ingestHandlers(s);
+  const trust = trustProxy(s.config);
   return (req, res) => {
     const url = req.url ?? '';
     if (req.headers['idempotency-key'] !== undefined) return false;
     if (req.method === 'POST' && url === '/v1/ingest') {
       const encoding = req.headers['content-encoding'];
       if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return false;
-      serve(req, res, s.log, (x) => handlers.post(x), { body: true, query: {} });
+      serve(req, res, s.log, trust, (x) => handlers.post(x), { body: true, query: {} });
       return true;
     }
     if (req.method === 'GET' && (url === '/v1/ingest/shelly' || url.startsWith('/v1/ingest/shelly?'))) {
       const q = url.indexOf('?');
       const query = q < 0 ? {} : (querystring.parse(url.slice(q + 1)) as Record<string, unknown>);
-      serve(req, res, s.log, (x) => handlers.shelly(x), { body: false, query });
+      serve(req, res, s.log, trust, (x) => handlers.shelly(x), { body: false, query });
       return true;
     }
     return false;
@@ -49,6 +51,7 @@ function serve(
   req: IncomingMessage,
   res: ServerResponse,
   log: Logger,
+  trust: TrustProxy,
   handler: (x: IngestExchange) => Promise<Reply>,
   input: { body: boolean; query: Record<string, unknown> },
 ): void {
@@ -66,7 +69,16 @@ function serve(
     setHeaders: (more) => Object.assign(headers, more),
   };
   res.on('finish', () =>
-    logRequest(log, requestId, req.method ?? '', req.url ?? '', res.statusCode, started, exchange.principal),
+    logRequest(
+      log,
+      requestId,
+      req.method ?? '',
+      req.url ?? '',
+      clientAddress(req, trust),
+      res.statusCode,
+      started,
+      exchange.principal,
+    ),
   );
   const answer = (reply: Reply) => {
     const body = reply.json ?? JSON.stringify(reply.body);

@@ -130,4 +130,19 @@ describe.each(DATABASES)('GET /v1/ingest/shelly on %s', (db) => {
     expect(text).not.toContain(secret);
     expect(text).toContain('token=[redacted]');
   });
+
+  it('redacts the token however its key is spelled, and any value that is a secret by its prefix', async () => {
+    // `%74oken` is `token` once decoded: it authenticates, so it must not be logged either.
+    const encoded = await t.http.get(`/v1/ingest/shelly?%74oken=${gen1.ingest_token}&device=ht-1&temp=4`);
+    expect(encoded.status).toBe(200);
+    await t.http.get(`/v1/ingest/shelly?TOKEN=${encodeURIComponent(gen1.ingest_token)}&device=ht-1&temp=4`);
+    await t.http.get(`/v1/sites?note=${gen1.ingest_token}`);
+    await t.http.get('/app/auth/callback?t=abcdefghijklmnopqrstuvwxyz012345&code=ABC-DEF');
+    const text = JSON.stringify(t.logs);
+    expect(text).not.toContain(gen1.ingest_token.slice('ds_live_'.length));
+    expect(text).not.toContain('abcdefghijklmnopqrstuvwxyz012345');
+    expect(text).not.toContain('ABC-DEF');
+    expect(text).toContain('%74oken=[redacted]');
+    expect(text).toContain('note=[redacted]');
+  });
 });
