@@ -77,7 +77,8 @@ export type IngestErrorCode =
   | 'invalid_measurement'
   | 'no_measurements'
   | 'unknown_kind'
-  | 'out_of_range';
+  | 'out_of_range'
+  | 'invalid_characters';
 
 export class IngestValidationError extends Error {
   readonly status: 400 | 422;
@@ -87,7 +88,22 @@ export class IngestValidationError extends Error {
     readonly path: string,
   ) {
     super(message);
-    this.status = code === 'unknown_kind' || code === 'out_of_range' ? 422 : 400;
+    this.status =
+      code === 'unknown_kind' || code === 'out_of_range' || code === 'invalid_characters' ? 422 : 400;
+  }
+}
+
+/**
+ * U+0000 in text: no database column of ours can hold it (PostgreSQL's text type refuses it), and no
+ * device name or label needs it. Refused with 422, a final answer, so a device does not resend it.
+ */
+export function hasNul(text: string): boolean {
+  return text.includes('\u0000');
+}
+
+function refuseNul(text: string, path: string): void {
+  if (hasNul(text)) {
+    throw new IngestValidationError('invalid_characters', `${path} must not contain U+0000 (NUL)`, path);
   }
 }
 
@@ -119,6 +135,10 @@ export function validateMeasurement(m: unknown, path: string): ValidMeasurement 
         `${path}.${field}`,
       );
     }
+  }
+  for (const field of ['label', 'unit'] as const) {
+    const v = m[field];
+    if (typeof v === 'string') refuseNul(v, `${path}.${field}`);
   }
   if (!isMeasurementKind(m.type)) {
     throw new IngestValidationError(
@@ -167,7 +187,10 @@ export function validateTimestamp(ts: unknown, nowMicros: number, path = 'ts'): 
  * request naming another device is refused (403) before its body is judged (400/422).
  */
 export function ingestDeviceRef(body: unknown, deviceOverride?: string): string | null {
-  if (deviceOverride !== undefined && deviceOverride !== '') return deviceOverride;
+  if (deviceOverride !== undefined && deviceOverride !== '') {
+    refuseNul(deviceOverride, 'X-Device-Id');
+    return deviceOverride;
+  }
   if (!isObject(body) || body.device === undefined || body.device === null) return null;
   if (typeof body.device !== 'string' || body.device === '' || body.device.length > 128) {
     throw new IngestValidationError(
@@ -176,6 +199,7 @@ export function ingestDeviceRef(body: unknown, deviceOverride?: string): string 
       'device',
     );
   }
+  refuseNul(body.device, 'device');
   return body.device;
 }
 

@@ -116,7 +116,12 @@ export function readCookie(header: string | undefined, name: string): string | n
     if (eq < 0) continue;
     if (part.slice(0, eq).trim() === name) {
       const value = part.slice(eq + 1).trim();
-      return value === '' ? null : decodeURIComponent(value);
+      if (value === '') return null;
+      try {
+        return decodeURIComponent(value);
+      } catch {
+        return null; // not a cookie we set: no session
+      }
     }
   }
   return null;

@@ -1,7 +1,15 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
-import { ApiError, DatabaseUnavailable, InvalidRequest, NotFound, PayloadTooLarge } from '../errors.ts';
+import {
+  ApiError,
+  DatabaseUnavailable,
+  InvalidRequest,
+  NotFound,
+  PayloadTooLarge,
+  Unprocessable,
+  type ErrorDetail,
+} from '../errors.ts';
 import type { Logger } from '../logger.ts';
-import { isConnectionError } from '../storage/database.ts';
+import { isConnectionError, isUnstorableText } from '../storage/database.ts';
 
 export const BODY_LIMIT_BYTES = 256 * 1024;
 
@@ -18,8 +26,48 @@ export function toApiError(err: unknown): ApiError {
   if (type === 'encoding.unsupported' || type === 'charset.unsupported' || type === 'request.aborted') {
     return new InvalidRequest('bad_json', 'the body could not be read as UTF-8 JSON');
   }
+  if (err instanceof URIError) {
+    // The router could not decode a path segment (`/v1/sites/%E0%A4%A`).
+    return new InvalidRequest('invalid_request', 'the path is not valid percent-encoding');
+  }
+  const status = (err as { status?: unknown } | null)?.status;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    // body-parser's other refusals: a body that does not decompress, an unknown encoding.
+    if (status === 400)
+      return new InvalidRequest('bad_json', 'the body could not be read: is Content-Encoding right?');
+    return new ApiError(status, 'invalid_request', (err as Error).message);
+  }
+  if (isUnstorableText(err)) return nulRefused();
   if (isConnectionError(err)) return new DatabaseUnavailable();
   return new ApiError(500, 'internal', 'internal error; safe to retry with backoff');
+}
+
+function nulRefused(details?: ErrorDetail[]): Unprocessable {
+  return new Unprocessable('invalid_characters', 'text must not contain U+0000 (NUL)', details);
+}
+
+/**
+ * Refuses U+0000 anywhere in what a client sent (422 `invalid_characters`, naming each field): no
+ * column of ours can hold it, and PostgreSQL's text type refuses it.
+ */
+export function refuseNul(inputs: Record<string, unknown>): void {
+  const found: ErrorDetail[] = [];
+  const walk = (value: unknown, path: string): void => {
+    if (typeof value === 'string') {
+      if (value.includes('\u0000'))
+        found.push({ path: path || '(root)', message: 'must not contain U+0000 (NUL)' });
+    } else if (Array.isArray(value)) {
+      value.forEach((v, i) => walk(v, `${path}[${i}]`));
+    } else if (typeof value === 'object' && value !== null) {
+      for (const [k, v] of Object.entries(value)) {
+        const at = path ? `${path}.${k}` : k;
+        if (k.includes('\u0000')) found.push({ path: at, message: 'must not contain U+0000 (NUL)' });
+        walk(v, at);
+      }
+    }
+  };
+  for (const input of Object.values(inputs)) walk(input, '');
+  if (found.length > 0) throw nulRefused(found);
 }
 
 export function errorBody(err: ApiError, requestId: string): ErrorBody {

@@ -7,7 +7,7 @@ import { Conflict, Forbidden, InvalidRequest, RateLimited, Unauthenticated } fro
 import { fingerprint, MAX_IDEMPOTENCY_KEY_LENGTH, type IdempotencyStore } from '../limits/idempotency.ts';
 import type { RateLimiter } from '../limits/rate-limiter.ts';
 import type { Principal, Scope } from './context.ts';
-import { errorBody, toApiError, type ErrorBody } from './error-handler.ts';
+import { errorBody, refuseNul, toApiError, type ErrorBody } from './error-handler.ts';
 
 /**
  * Every endpoint is declared as data: method, path, who may call it and what it does. The pipeline
@@ -106,6 +106,11 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Pip
         req.ctx.principal = await authenticate(route, req, res, deps);
         await applyRateLimit(route, req, res, deps);
         if (route.body !== 'raw') req.body = parseJsonBody(req);
+        refuseNul({
+          params: req.params,
+          query: req.query,
+          body: route.body === 'raw' ? undefined : req.body,
+        });
       }
       await runWithIdempotency(route, req, res, deps);
     });

@@ -1,6 +1,7 @@
 import type { Request, Response } from 'express';
 import type { Principal } from '../http/context.ts';
 import {
+  hasNul,
   IngestBodySchema,
   IngestValidationError,
   ingestDeviceRef,
@@ -9,7 +10,7 @@ import {
 import { parseShellyQuery, ShellyQuerySchema } from '../../../shared/shelly.ts';
 import { hashSecret } from '../auth/secrets.ts';
 import { Authenticator, USER_TOKEN_PREFIX } from '../auth/authenticator.ts';
-import { InvalidRequest, type ApiError } from '../errors.ts';
+import { InvalidRequest, Unprocessable, type ApiError } from '../errors.ts';
 import { parseJson, type Reply, type RouteDef } from '../http/route-table.ts';
 import type { Services } from '../services.ts';
 import { toApiError } from './ingest.core.ts';
@@ -127,15 +128,21 @@ export function ingestHandlers(s: Pick<Services, 'ingest' | 'clock' | 'authentic
     async shelly(x: IngestExchange): Promise<Reply> {
       const receivedAt = clock.nowMicros();
       const query = x.query;
-      const device = typeof query.device === 'string' && query.device !== '' ? query.device : null;
+      const named = typeof query.device === 'string' && query.device !== '' ? query.device : null;
       const reading = capture(() => {
-        if (device === null) {
+        if (named === null) {
           throw new InvalidRequest('invalid_request', 'device is required', [
             { path: 'device', message: 'required' },
           ]);
         }
+        if (hasNul(named)) {
+          throw new Unprocessable('invalid_characters', 'device must not contain U+0000 (NUL)', [
+            { path: 'device', message: 'must not contain U+0000 (NUL)' },
+          ]);
+        }
         return parseShellyQuery(query, receivedAt);
       });
+      const device = named !== null && hasNul(named) ? null : named;
       return answer(
         {
           ...(await credentialOf(x, s.authenticator, true)),

@@ -172,6 +172,15 @@ export function isUniqueViolation(err: unknown): boolean {
 }
 
 /** The database could not be reached (connection refused, reset, or the pool timed out). */
+/**
+ * Text the database cannot store: PostgreSQL refuses U+0000 in text (22021) and JSON (22P05).
+ * Inputs are checked before they reach a query; this catches any path that was missed.
+ */
+export function isUnstorableText(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '22021' || code === '22P05';
+}
+
 export function isConnectionError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code !== 'string') return false;
