@@ -54,7 +54,9 @@ export function createApp(s: Services): { app: Express; routes: RouteDef[] } {
       principal: null,
       rawBody: null,
     };
-    res.set('X-Request-Id', requestId);
+    res.set({ 'X-Request-Id': requestId, 'X-Content-Type-Options': 'nosniff' });
+    // Pages under /app carry magic-link tokens in their URLs: no Referer may take them elsewhere.
+    if (req.path.startsWith('/app')) res.set('Referrer-Policy', 'no-referrer');
     const started = performance.now();
     res.on('finish', () =>
       logRequest(

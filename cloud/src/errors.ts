@@ -62,6 +62,13 @@ export class Unprocessable extends ApiError {
   }
 }
 
+/** 415: a body in a type the route does not read (only JSON is). */
+export class UnsupportedMediaType extends ApiError {
+  constructor() {
+    super(415, 'unsupported_media_type', 'send the body as JSON with Content-Type: application/json');
+  }
+}
+
 export class RateLimited extends ApiError {
   constructor(retryAfterSeconds: number, message = 'rate limit exceeded') {
     super(429, 'rate_limited', message, undefined, { 'Retry-After': String(retryAfterSeconds) });

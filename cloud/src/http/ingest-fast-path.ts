@@ -57,7 +57,7 @@ function serve(
 ): void {
   const requestId = newId('req');
   const started = performance.now();
-  const headers: Record<string, string> = { 'X-Request-Id': requestId };
+  const headers: Record<string, string> = { 'X-Request-Id': requestId, 'X-Content-Type-Options': 'nosniff' };
   const exchange: IngestExchange = {
     rawBody: null,
     query: input.query,

@@ -3,7 +3,14 @@ import type { z } from 'zod';
 import { Authenticator, readCookie, SESSION_COOKIE } from '../auth/authenticator.ts';
 import { sessionCookie } from '../auth/cookie.ts';
 import type { Config } from '../config.ts';
-import { Conflict, Forbidden, InvalidRequest, RateLimited, Unauthenticated } from '../errors.ts';
+import {
+  Conflict,
+  Forbidden,
+  InvalidRequest,
+  RateLimited,
+  Unauthenticated,
+  UnsupportedMediaType,
+} from '../errors.ts';
 import { fingerprint, MAX_IDEMPOTENCY_KEY_LENGTH, type IdempotencyStore } from '../limits/idempotency.ts';
 import type { RateLimiter } from '../limits/rate-limiter.ts';
 import type { Principal, Scope } from './context.ts';
@@ -101,11 +108,15 @@ export function rateFamily(route: RouteDef): RateFamily | null {
 export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: PipelineDeps): void {
   for (const route of routes) {
     app[route.method](route.path, async (req: Request, res: Response) => {
+      if (route.method !== 'get') refuseCrossSiteCookie(req, deps.config);
       const inline = route.inlineAuth === true && req.get('Idempotency-Key') === undefined;
       if (!inline) {
         req.ctx.principal = await authenticate(route, req, res, deps);
         await applyRateLimit(route, req, res, deps);
-        if (route.body !== 'raw') req.body = parseJsonBody(req);
+        if (route.body !== 'raw') {
+          if (route.auth !== 'device') requireJsonContentType(req);
+          req.body = parseJsonBody(req);
+        }
         refuseNul({
           params: req.params,
           query: req.query,
@@ -115,6 +126,46 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Pip
       await runWithIdempotency(route, req, res, deps);
     });
   }
+}
+
+/**
+ * A state-changing request that carries the session cookie must come from the cloud's own pages:
+ * a browser sends the cookie with requests from any page of the same site (SameSite=Lax), sibling
+ * subdomains included, so the request's `Sec-Fetch-Site` and `Origin` (sent by browsers on every
+ * such request) must not name another origin. Requests with a bearer token, and clients that send
+ * neither header (scripts with a cookie), are not browsers' cross-site requests.
+ */
+function refuseCrossSiteCookie(req: Request, config: Config): void {
+  if (req.headers.authorization !== undefined) return;
+  if (readCookie(req.headers.cookie, SESSION_COOKIE) === null) return;
+  const site = req.get('Sec-Fetch-Site');
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') {
+    throw new Forbidden(
+      'forbidden',
+      `a request from another site (Sec-Fetch-Site: ${site}) cannot use the session`,
+    );
+  }
+  const origin = req.get('Origin');
+  if (origin !== undefined && origin !== new URL(config.baseUrl).origin && origin !== ownOrigin(req)) {
+    throw new Forbidden('forbidden', `a request from ${origin} cannot use the session`);
+  }
+}
+
+/** The origin the request was addressed to (through trusted proxies, as they name it). */
+function ownOrigin(req: Request): string | null {
+  const host = req.get('Host');
+  return host ? `${req.protocol}://${host}` : null;
+}
+
+/**
+ * A body is JSON only with a JSON content type: a form or `text/plain` body is what a foreign page
+ * can make a browser send without asking (no CORS preflight). Device routes keep accepting any type,
+ * as small devices often send none; they authenticate with a bearer token only.
+ */
+function requireJsonContentType(req: Request): void {
+  if (!req.ctx.rawBody || req.ctx.rawBody.length === 0) return;
+  if (req.is(['application/json', '+json'])) return;
+  throw new UnsupportedMediaType();
 }
 
 /** The request body as JSON: undefined when empty, 400 `bad_json` when it does not parse. */
@@ -223,7 +274,7 @@ async function runWithIdempotency(
   const key = req.get('Idempotency-Key');
   const principal = req.ctx.principal;
   if (route.method === 'get' || key === undefined || !principal) {
-    send(res, await route.handler(req, res));
+    send(res, await route.handler(req, res), route);
     return;
   }
   if (key.length === 0 || key.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
@@ -270,7 +321,7 @@ async function runWithIdempotency(
   else if (route.secretInResponse && reply.status < 300)
     await deps.idempotency.complete(scope, key, reply.status, WITHHELD);
   else await deps.idempotency.complete(scope, key, reply.status, reply.body ?? null);
-  send(res, reply);
+  send(res, reply, route);
 }
 
 const WITHHELD = { secret_withheld: true };
@@ -292,8 +343,10 @@ function withRequestId(status: number, body: unknown, requestId: string): unknow
   return error ? { ...(body as ErrorBody), error: { ...error, request_id: requestId } } : body;
 }
 
-function send(res: Response, reply: Reply | undefined): void {
+function send(res: Response, reply: Reply | undefined, route?: RouteDef): void {
   if (!reply) return; // the handler wrote the response itself
+  // A secret shown once must not stay in a browser's or a proxy's cache.
+  if (route?.secretInResponse) res.set('Cache-Control', 'no-store');
   if (reply.headers) res.set(reply.headers);
   if (reply.body === undefined || reply.status === 204) res.status(reply.status).end();
   else if (reply.json !== undefined) res.status(reply.status).type('json').send(reply.json);
