@@ -15,6 +15,13 @@ import { z } from 'zod';
  */
 export const TOPIC_PREFIX = 'service';
 
+/**
+ * The largest MQTT packet the cloud's bridge takes (announced in CONNACK; above it: DISCONNECT 0x95):
+ * a payload as large as the HTTP ingest body limit (256 KiB), which any valid measurement batch fits
+ * many times over, plus room for the topic and properties.
+ */
+export const MAX_PACKET_BYTES = 256 * 1024 + 4096;
+
 /** `service/<account_id>/`: everything a bridge certificate may publish or subscribe under. */
 export function topicRoot(accountId: string): string {
   return `${TOPIC_PREFIX}/${accountId}/`;

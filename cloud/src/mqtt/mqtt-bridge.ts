@@ -5,6 +5,7 @@ import {
   commandTopic,
   InfoPayload,
   LwtPayload,
+  MAX_PACKET_BYTES,
   parseTopic,
   ReasonCode,
   topicRoot,
@@ -108,6 +109,7 @@ export class MqttBridge implements BridgeConnections {
   async start(port: number, host: string): Promise<void> {
     const { pki, log } = this.deps;
     const broker = await Aedes.createBroker({
+      maximumPacketSize: MAX_PACKET_BYTES,
       preConnect: (client, packet, cb) => {
         const peer = rememberPeer(client);
         if (!peer) return cb(new Error('no verified client certificate'), false);

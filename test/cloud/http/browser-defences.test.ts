@@ -26,13 +26,14 @@ describe.each(DATABASES)('browser-facing defences on %s', (db) => {
     });
 
   it('refuses a cookie-authenticated change from another site with 403 forbidden', async () => {
-    for (const headers of [
+    const foreign: Record<string, string>[] = [
       { origin: 'https://evil.example' },
       { origin: 'null' },
       { 'sec-fetch-site': 'cross-site' },
       { 'sec-fetch-site': 'same-site' },
       { origin: t.url, 'sec-fetch-site': 'same-site' },
-    ]) {
+    ];
+    for (const headers of foreign) {
       const answer = await withCookie(headers);
       expect([answer.status, answer.json.error.code]).toEqual([403, 'forbidden']);
     }
