@@ -1,10 +1,10 @@
 import { runIngestLoad } from './load.ts';
 import {
   cpuMicros,
+  machineMeter,
   median,
   setUpAccount,
   startServer,
-  stealMeter,
   tempDir,
   throwawayPostgres,
   type ServerProcess,
@@ -115,11 +115,11 @@ async function quiet(server: ServerProcess): Promise<void> {
 }
 
 async function measure(target: Target, perRequest: number): Promise<IngestRound> {
-  const steal = stealMeter();
+  const machine = machineMeter();
   const cpuBefore = cpuMicros(target.server.pid);
   const r = await run(target, perRequest, DURATION_S);
   const cpu = cpuMicros(target.server.pid) - cpuBefore;
-  const stealPercent = steal();
+  const { stealPercent } = machine();
   if (r.non2xx + r.errors > 0) {
     console.log(
       `${target.name}: ${r.non2xx} non-2xx, ${r.errors} errors; its log is ${target.server.logFile}`,
