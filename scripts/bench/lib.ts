@@ -1,8 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import pg from 'pg';
 
 /** Shared pieces of the benchmarks: server processes, peak RSS, a throwaway PostgreSQL database, tables. */
@@ -127,10 +128,10 @@ export async function startServer(
       out += c.toString();
       const m = /\(HTTP port (\d+)\)/.exec(out);
       if (!m) return;
-      child.stdout!.off('data', scan);
+      child.stdout.off('data', scan);
       resolve(Number(m[1]));
     };
-    child.stdout!.on('data', scan);
+    child.stdout.on('data', scan);
     child.on('exit', (code) =>
       reject(new Error(`${entry} exited with ${code} before listening (log: ${logFile})`)),
     );
@@ -147,7 +148,7 @@ export function spawnLogged(
   args: string[],
   env: Record<string, string>,
   name: string,
-): { child: ChildProcess; logFile: string } {
+): { child: ChildProcessByStdio<null, Readable, Readable>; logFile: string } {
   fs.mkdirSync(LOG_DIR, { recursive: true });
   const logFile = path.join(LOG_DIR, `${++serversStarted}-${name}.log`);
   const log = fs.createWriteStream(logFile);
