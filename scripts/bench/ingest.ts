@@ -1,10 +1,11 @@
+import { influxd, startInfluxd } from './influx.ts';
 import { runIngestLoad } from './load.ts';
 import {
   cpuMicros,
+  machineMeter,
   median,
   setUpAccount,
   startServer,
-  stealMeter,
   tempDir,
   throwawayPostgres,
   type ServerProcess,
@@ -13,7 +14,9 @@ import {
 /**
  * Ingest throughput (issue 3): requests/s and measurements/s for 1 and 32 measurements per request
  * over keep-alive connections, on SQLite and PostgreSQL, against a bare Express route that parses
- * the same JSON, all measured in this run (wrk, or autocannon without it).
+ * the same JSON and against InfluxDB 1.x (what a user would pick instead: the same measurements as
+ * line protocol to its `/write`, from the same 50 devices; `influx.ts`), all measured in this run
+ * (wrk, or autocannon without it).
  *
  * The targets run side by side and take turns: after a warm-up each, ROUNDS rounds in which every
  * target is loaded once (the order rotates). A target's requests/s is its best round, its CPU per
@@ -21,7 +24,9 @@ import {
  * time seen here: 0 to 78 %): measuring the targets one after the other turned that drift into their
  * ratios, and a median still took it in whenever two of a target's three rounds were slowed. Steal
  * time only ever slows a round down, so the best round is the nearest to what the code can do, and
- * every target gets the same number of tries.
+ * every target gets the same number of tries. Beside the best, each row shows the rounds' median and
+ * spread, and what limited it: the load generator (its one thread busy), the machine (no core idle)
+ * or else the server.
  */
 const DURATION_S = Number(process.env.BENCH_DURATION ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -54,8 +59,14 @@ export interface IngestRound {
   requestsPerSec: number;
   /** Server CPU time (user + system) per request, µs. */
   cpuMicrosPerRequest: number;
+  /** Server CPU time over the round's time, % of one core (a process with threads can pass 100). */
+  serverCpuPercent: number;
+  /** The load generator's CPU time over the round's time, % of one core (wrk runs one thread). */
+  generatorCpuPercent: number;
   /** Share of the machine's time its hypervisor gave to others during the round, %. */
   stealPercent: number;
+  /** Share of the machine's time no process used during the round, %. */
+  idlePercent: number;
   non2xx: number;
   errors: number;
 }
@@ -66,11 +77,17 @@ export interface IngestRow {
   perRequest: number;
   /** The best round's. */
   requestsPerSec: number;
+  /** The rounds' median, lowest and highest. */
+  medianRequestsPerSec: number;
+  minRequestsPerSec: number;
+  maxRequestsPerSec: number;
   measurementsPerSec: number;
   /** The rounds' median. */
   cpuMicrosPerRequest: number;
   ratioToBare: number | null;
-  /** The issue's target for this row and whether this run met it. */
+  /** What held the rounds back (their medians): `load generator`, `machine` or `server`. */
+  limit: string;
+  /** The issue's targets for this row and whether this run met them. */
   goal: string;
   non2xx: number;
   errors: number;
@@ -80,6 +97,7 @@ export interface IngestRow {
 
 interface Target {
   name: string;
+  wire: 'cloud' | 'influx';
   server: ServerProcess;
   devices: { localId: string; token: string }[];
   cleanup: () => Promise<void>;
@@ -95,8 +113,9 @@ function measurements(n: number) {
 async function run(target: Target, perRequest: number, durationS: number) {
   return runIngestLoad({
     url: target.server.url,
+    wire: target.wire,
     devices: target.devices,
-    measurementsJson: JSON.stringify(measurements(perRequest)),
+    measurements: measurements(perRequest),
     connections: CONNECTIONS,
     durationS,
   });
@@ -115,11 +134,11 @@ async function quiet(server: ServerProcess): Promise<void> {
 }
 
 async function measure(target: Target, perRequest: number): Promise<IngestRound> {
-  const steal = stealMeter();
+  const machine = machineMeter();
   const cpuBefore = cpuMicros(target.server.pid);
   const r = await run(target, perRequest, DURATION_S);
   const cpu = cpuMicros(target.server.pid) - cpuBefore;
-  const stealPercent = steal();
+  const { stealPercent, idlePercent } = machine();
   if (r.non2xx + r.errors > 0) {
     console.log(
       `${target.name}: ${r.non2xx} non-2xx, ${r.errors} errors; its log is ${target.server.logFile}`,
@@ -129,8 +148,11 @@ async function measure(target: Target, perRequest: number): Promise<IngestRound>
   return {
     generator: r.generator,
     requestsPerSec: r.requestsPerSec,
-    cpuMicrosPerRequest: cpu / (r.requestsPerSec * DURATION_S),
+    cpuMicrosPerRequest: cpu / (r.requestsPerSec * r.durationS),
+    serverCpuPercent: cpu / (r.durationS * 10_000),
+    generatorCpuPercent: r.generatorCpuMicros / (r.durationS * 10_000),
     stealPercent,
+    idlePercent,
     non2xx: r.non2xx,
     errors: r.errors,
   };
@@ -151,7 +173,7 @@ async function cloudTarget(
       ...env,
     });
     const account = await setUpAccount(server.url, dataDir, DEVICES);
-    return { name, server, devices: account.devices, cleanup };
+    return { name, wire: 'cloud', server, devices: account.devices, cleanup };
   } catch (err) {
     await server?.stop();
     await cleanup();
@@ -159,20 +181,48 @@ async function cloudTarget(
   }
 }
 
-function goal(row: IngestRow, rows: IngestRow[]): string {
+const INFLUXDB = 'InfluxDB 1.6';
+
+function goal(row: IngestRow, rows: IngestRow[], influxMissing: string | null): string {
   const verdict = (met: boolean) => (met ? 'met' : 'NOT met');
+  /** `>= least of <other target>: ratio verdict`, on the best rounds' measurements/s. */
+  const against = (target: string, least: number, label = target) => {
+    const other = rows.find((r) => r.target === target && r.perRequest === row.perRequest);
+    if (!other) return `>= ${least} of ${label}: not measured`;
+    const ratio = Math.round((row.measurementsPerSec / other.measurementsPerSec) * 100) / 100;
+    return `>= ${least} of ${label}: ${ratio} ${verdict(ratio >= least)}`;
+  };
+  // At 32 per request, against what a user would pick instead.
+  const influx = (least: number) =>
+    row.perRequest !== 32
+      ? []
+      : [
+          influxMissing
+            ? `>= ${least} of InfluxDB: not measured (${influxMissing})`
+            : against(INFLUXDB, least, 'InfluxDB'),
+        ];
   if (row.target === 'cloud on SQLite') {
-    return row.perRequest === 1
-      ? `>= 0.40 of bare: ${verdict((row.ratioToBare ?? 0) >= 0.4)}`
-      : `>= 100,000/s: ${verdict(row.measurementsPerSec >= 100_000)}`;
+    return [
+      row.perRequest === 1
+        ? `>= 0.40 of bare: ${verdict((row.ratioToBare ?? 0) >= 0.4)}`
+        : `>= 100,000/s: ${verdict(row.measurementsPerSec >= 100_000)}`,
+      ...influx(1.5),
+    ].join('; ');
   }
   if (row.target === 'cloud on PostgreSQL') {
-    const sqlite = rows.find((r) => r.target === 'cloud on SQLite' && r.perRequest === row.perRequest);
-    if (!sqlite) return '';
-    const ratio = Math.round((row.requestsPerSec / sqlite.requestsPerSec) * 100) / 100;
-    return `>= 0.5 of SQLite: ${ratio} ${verdict(ratio >= 0.5)}`;
+    return [against('cloud on SQLite', 0.5, 'SQLite'), ...influx(1)].join('; ');
   }
   return '';
+}
+
+/** What held a target's rounds back, from their medians. */
+function limit(rounds: IngestRound[]): string {
+  const generator = median(rounds.map((m) => m.generatorCpuPercent));
+  const idle = median(rounds.map((m) => m.idlePercent));
+  // wrk runs one thread: at 90 % of its core it is the bottleneck, whatever the server could do.
+  if (generator >= 90) return 'load generator';
+  if (idle < 5) return 'machine';
+  return 'server';
 }
 
 export async function benchIngest(postgresUrl: string | null): Promise<IngestRow[]> {
@@ -181,6 +231,7 @@ export async function benchIngest(postgresUrl: string | null): Promise<IngestRow
     const bare = await startServer('scripts/bench/bare-server.ts', {});
     targets.push({
       name: 'bare express',
+      wire: 'cloud',
       server: bare,
       devices: [{ localId: 'x', token: 'x' }],
       cleanup: async () => undefined,
@@ -190,6 +241,20 @@ export async function benchIngest(postgresUrl: string | null): Promise<IngestRow
       const db = await throwawayPostgres(postgresUrl);
       targets.push(await cloudTarget('cloud on PostgreSQL', { DATABASE_URL: db.url }, db.drop));
     }
+    const found = influxd();
+    if ('binary' in found) {
+      targets.push({
+        name: INFLUXDB,
+        wire: 'influx',
+        server: await startInfluxd(found.binary),
+        // The cloud targets' devices by name: InfluxDB has no devices to make.
+        devices: Array.from({ length: DEVICES }, (_, i) => ({ localId: `bench-${i}`, token: '' })),
+        cleanup: async () => undefined,
+      });
+    } else {
+      console.log(`${INFLUXDB}: not run, ${found.missing}`);
+    }
+    const influxMissing = 'missing' in found ? found.missing : null;
 
     const rows: IngestRow[] = [];
     for (const perRequest of [1, 32]) {
@@ -209,15 +274,20 @@ export async function benchIngest(postgresUrl: string | null): Promise<IngestRow
       const bareRps = Math.max(...rounds.get(targets[0]!)!.map((m) => m.requestsPerSec));
       const sized: IngestRow[] = targets.map((target) => {
         const done = rounds.get(target)!;
-        const rps = Math.max(...done.map((m) => m.requestsPerSec));
+        const each = done.map((m) => m.requestsPerSec);
+        const rps = Math.max(...each);
         return {
           target: target.name,
           generator: done[0]!.generator,
           perRequest,
           requestsPerSec: Math.round(rps),
+          medianRequestsPerSec: Math.round(median(each)),
+          minRequestsPerSec: Math.round(Math.min(...each)),
+          maxRequestsPerSec: Math.round(rps),
           measurementsPerSec: Math.round(rps * perRequest),
           cpuMicrosPerRequest: Math.round(median(done.map((m) => m.cpuMicrosPerRequest))),
           ratioToBare: Math.round((rps / bareRps) * 100) / 100,
+          limit: limit(done),
           goal: '',
           non2xx: done.reduce((n, m) => n + m.non2xx, 0),
           errors: done.reduce((n, m) => n + m.errors, 0),
@@ -225,7 +295,7 @@ export async function benchIngest(postgresUrl: string | null): Promise<IngestRow
           rounds: done,
         };
       });
-      for (const row of sized) row.goal = goal(row, sized);
+      for (const row of sized) row.goal = goal(row, sized, influxMissing);
       rows.push(...sized);
     }
     return rows;
@@ -244,11 +314,15 @@ export function ingestTable(rows: IngestRow[]): [string[], (string | number)[][]
       'load',
       'measurements/request',
       'requests/s (best round)',
+      'median requests/s',
+      'spread requests/s (min-max)',
       'rounds (requests/s)',
       'measurements/s',
       'ratio to bare',
       'issue target',
       'server CPU µs/request (median)',
+      'CPU % of a core: server, load (median)',
+      'limit',
       'steal %',
       'non-2xx',
       'errors',
@@ -259,11 +333,15 @@ export function ingestTable(rows: IngestRow[]): [string[], (string | number)[][]
       r.generator,
       r.perRequest,
       r.requestsPerSec,
+      r.medianRequestsPerSec,
+      `${r.minRequestsPerSec}-${r.maxRequestsPerSec}`,
       r.rounds.map((m) => Math.round(m.requestsPerSec)).join(' '),
       r.measurementsPerSec,
       r.ratioToBare ?? '',
       r.goal,
       r.cpuMicrosPerRequest,
+      `${Math.round(median(r.rounds.map((m) => m.serverCpuPercent)))}, ${Math.round(median(r.rounds.map((m) => m.generatorCpuPercent)))}`,
+      r.limit,
       r.rounds.map((m) => Math.round(m.stealPercent)).join(' '),
       r.non2xx,
       r.errors,

@@ -1,8 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import pg from 'pg';
 
 /** Shared pieces of the benchmarks: server processes, peak RSS, a throwaway PostgreSQL database, tables. */
@@ -43,19 +44,33 @@ export function median(values: number[]): number {
 
 /** CPU time (user + system) a process has used so far, µs. */
 export function cpuMicros(pid: number): number {
-  // Fields 14 and 15 of /proc/PID/stat, counted after the command name (which may hold spaces).
+  return statMicros(pid, 14);
+}
+
+/**
+ * CPU time (user + system) of this process's children that have exited and been waited for, µs: a
+ * load generator's, read before and after it runs.
+ */
+export function childrenCpuMicros(): number {
+  return statMicros(process.pid, 16);
+}
+
+/** Fields `field` and `field + 1` (1-based, as proc(5) counts them) of /proc/PID/stat, summed, µs. */
+function statMicros(pid: number, field: number): number {
+  // Counted after the command name (field 2, which may hold spaces): field 3 is index 0.
   const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / CLOCK_TICKS;
+  return ((Number(fields[field - 3]) + Number(fields[field - 2])) * 1_000_000) / CLOCK_TICKS;
 }
 
 /** Linux's USER_HZ: the unit of /proc's CPU times (100 on every architecture Node runs on). */
 const CLOCK_TICKS = 100;
 
 /**
- * Starts measuring steal time: the share of the machine's time its hypervisor gave to other guests.
- * Call the returned function at the end; it answers the percentage since the start.
+ * Starts measuring the machine's time: steal (the share its hypervisor gave to other guests) and idle
+ * (the share no process of this machine used). Call the returned function at the end; it answers
+ * both as percentages since the start.
  */
-export function stealMeter(): () => number {
+export function machineMeter(): () => { stealPercent: number; idlePercent: number } {
   const read = () => {
     const cpu = fs
       .readFileSync('/proc/stat', 'utf8')
@@ -64,12 +79,15 @@ export function stealMeter(): () => number {
       .split(/\s+/)
       .slice(1)
       .map(Number);
-    return { steal: cpu[7] ?? 0, total: cpu.reduce((a, b) => a + b, 0) };
+    // user nice system idle iowait irq softirq steal ...
+    return { idle: (cpu[3] ?? 0) + (cpu[4] ?? 0), steal: cpu[7] ?? 0, total: cpu.reduce((a, b) => a + b, 0) };
   };
   const start = read();
   return () => {
     const end = read();
-    return end.total > start.total ? ((end.steal - start.steal) / (end.total - start.total)) * 100 : 0;
+    const total = end.total - start.total;
+    const share = (key: 'idle' | 'steal') => (total > 0 ? ((end[key] - start[key]) / total) * 100 : 0);
+    return { stealPercent: share('steal'), idlePercent: share('idle') };
   };
 }
 
@@ -91,24 +109,19 @@ export async function startServer(
   env: Record<string, string>,
   nodeArgs: string[] = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean),
 ): Promise<ServerProcess> {
-  fs.mkdirSync(LOG_DIR, { recursive: true });
-  const logFile = path.join(LOG_DIR, `${++serversStarted}-${path.basename(entry, '.ts')}.log`);
-  const log = fs.createWriteStream(logFile);
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', entry], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH,
+  const { child, logFile } = spawnLogged(
+    process.execPath,
+    [...nodeArgs, '--import', 'tsx', entry],
+    {
+      PATH: process.env.PATH ?? '',
       HOST: '127.0.0.1',
       PORT: '0',
       MQTT_PORT: '0',
       LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
       ...env,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stdout.pipe(log);
-  child.stderr.pipe(log);
-  child.stderr.pipe(process.stderr);
+    path.basename(entry, '.ts'),
+  );
   const port = await new Promise<number>((resolve, reject) => {
     let out = '';
     const scan = (c: Buffer) => {
@@ -123,16 +136,41 @@ export async function startServer(
       reject(new Error(`${entry} exited with ${code} before listening (log: ${logFile})`)),
     );
   });
+  return serverProcess(child, `http://127.0.0.1:${port}`, logFile);
+}
+
+/**
+ * Starts `command` with exactly `env`, its stdout and stderr into a log file of its own under this
+ * run's log folder (`name` in the file's name), stderr also to the bench's.
+ */
+export function spawnLogged(
+  command: string,
+  args: string[],
+  env: Record<string, string>,
+  name: string,
+): { child: ChildProcessByStdio<null, Readable, Readable>; logFile: string } {
+  fs.mkdirSync(LOG_DIR, { recursive: true });
+  const logFile = path.join(LOG_DIR, `${++serversStarted}-${name}.log`);
+  const log = fs.createWriteStream(logFile);
+  const child = spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout.pipe(log);
+  child.stderr.pipe(log);
+  child.stderr.pipe(process.stderr);
+  return { child, logFile };
+}
+
+/** A started server as the benches use it; `stop()` sends SIGTERM and waits for the exit. */
+export function serverProcess(child: ChildProcess, url: string, logFile: string): ServerProcess {
   const pid = child.pid!;
+  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
   return {
     child,
     pid,
-    url: `http://127.0.0.1:${port}`,
+    url,
     logFile,
     peakRssMiB: () => memoryMiB(pid).hwm,
     stop: async () => {
-      const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-      child.kill('SIGTERM');
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       await exited;
     },
   };

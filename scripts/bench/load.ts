@@ -4,6 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import autocannon from 'autocannon';
+import { INFLUX_DATABASE } from './influx.ts';
+import { childrenCpuMicros } from './lib.ts';
 
 /**
  * Load generation for the HTTP benchmarks. wrk (Debian) is preferred: written in C, it leaves the
@@ -14,12 +16,17 @@ import autocannon from 'autocannon';
  * later (a fast run covers more than its own duration: at 180 requests/s per device, 1.8 s of
  * timestamps per second). Data a year old would keep the rule engine raising no-data alarms and
  * measure that instead of ingest.
+ *
+ * Two wires carry the same measurements: the cloud's `POST /v1/ingest` (JSON, the device's token)
+ * and InfluxDB's `POST /write` (line protocol, microseconds: a line per measurement, the kind as
+ * measurement, device and channel as tags, one field `value`). A body is its device's pieces joined
+ * by the request's timestamp, so both generators build either wire the same way.
  */
 export interface IngestLoad {
   url: string;
+  wire: 'cloud' | 'influx';
   devices: { localId: string; token: string }[];
-  /** The `measurements` array, as JSON. */
-  measurementsJson: string;
+  measurements: { type: string; value: number; label: string }[];
   connections: number;
   durationS: number;
 }
@@ -27,12 +34,52 @@ export interface IngestLoad {
 export interface LoadResult {
   generator: 'wrk' | 'autocannon';
   requestsPerSec: number;
+  /** How long the load ran, s. */
+  durationS: number;
+  /** CPU time the load generator used, µs. */
+  generatorCpuMicros: number;
   non2xx: number;
   errors: number;
 }
 
 const exec = promisify(execFile);
 const STEP_MS = 10;
+
+interface Wire {
+  path: string;
+  headers: (device: { token: string }) => Record<string, string>;
+  /** A device's body around its timestamps: `pieces.join(timestamp(ms))`. */
+  pieces: (device: { localId: string }) => string[];
+  /** The timestamp's piece for `ms` (epoch ms): in JS, and as a Lua expression of `ms`. */
+  timestamp: { js: (ms: number) => string; lua: string };
+}
+
+function wireOf(load: IngestLoad): Wire {
+  if (load.wire === 'influx') {
+    return {
+      path: `/write?db=${INFLUX_DATABASE}&precision=u`,
+      headers: () => ({ 'Content-Type': 'text/plain; charset=utf-8' }),
+      // Tags in key order (channel, device), as InfluxDB stores them; the last piece ends the body.
+      pieces: (device) => [
+        ...load.measurements.map(
+          (m) => `${m.type},channel=${m.label},device=${device.localId} value=${m.value} `,
+        ),
+        '',
+      ],
+      timestamp: { js: (ms) => `${ms * 1000}\n`, lua: 'string.format("%.0f\\n", ms * 1000)' },
+    };
+  }
+  const measurements = JSON.stringify(load.measurements);
+  return {
+    path: '/v1/ingest',
+    headers: (device) => ({ 'Content-Type': 'application/json', Authorization: `Bearer ${device.token}` }),
+    pieces: (device) => [`{"device":"${device.localId}","ts":"`, `","measurements":${measurements}}`],
+    timestamp: {
+      js: (ms) => new Date(ms).toISOString(),
+      lua: 'os.date("!%Y-%m-%dT%H:%M:%S", math.floor(ms / 1000)) .. string.format(".%03dZ", ms % 1000)',
+    },
+  };
+}
 
 /** Per server: the first timestamp no run has used yet. */
 const nextBase = new Map<string, number>();
@@ -54,46 +101,67 @@ export async function runIngestLoad(load: IngestLoad): Promise<LoadResult> {
   return hasWrk() && process.env.BENCH_GENERATOR !== 'autocannon' ? runWrk(load) : runAutocannon(load);
 }
 
+/** A Lua string literal of `s` (printable text: JSON's escapes of quotes and backslashes are Lua's). */
+const lua = (s: string) => JSON.stringify(s);
+
 async function runWrk(load: IngestLoad): Promise<LoadResult> {
   const base = baseMs(load);
-  const lua = `
-local devices = { ${load.devices.map((d) => `{"${d.localId}", "${d.token}"}`).join(', ')} }
-local measurements = '${load.measurementsJson}'
+  const wire = wireOf(load);
+  const script = `
+local devices = { ${load.devices
+    .map(
+      (d) =>
+        `{ pieces = { ${wire.pieces(d).map(lua).join(', ')} }, headers = { ${Object.entries(wire.headers(d))
+          .map(([k, v]) => `[${lua(k)}] = ${lua(v)}`)
+          .join(', ')} } }`,
+    )
+    .join(',\n')} }
 local counter = 0
 local base = ${base}
 request = function()
   counter = counter + 1
   local d = devices[(counter % #devices) + 1]
   local ms = base + math.floor(counter / #devices) * ${STEP_MS}
-  local ts = os.date("!%Y-%m-%dT%H:%M:%S", math.floor(ms / 1000)) .. string.format(".%03dZ", ms % 1000)
-  local body = '{"device":"' .. d[1] .. '","ts":"' .. ts .. '","measurements":' .. measurements .. '}'
-  return wrk.format("POST", "/v1/ingest", { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. d[2] }, body)
+  return wrk.format("POST", ${lua(wire.path)}, d.headers, table.concat(d.pieces, ${wire.timestamp.lua}))
 end
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format("RESULT %d %d %d %d\\n", summary.requests, summary.duration, e.status, e.connect + e.read + e.write + e.timeout))
 end
 `;
-  const script = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'wrk-')), 'ingest.lua');
-  fs.writeFileSync(script, lua);
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'wrk-')), 'ingest.lua');
+  fs.writeFileSync(file, script);
   // One thread: its counter keeps every timestamp unique; it drives all connections with epoll.
+  const cpuBefore = childrenCpuMicros();
   const { stdout } = await exec(
     'wrk',
-    ['-t1', `-c${load.connections}`, `-d${load.durationS}s`, '-s', script, load.url],
+    ['-t1', `-c${load.connections}`, `-d${load.durationS}s`, '-s', file, load.url],
     {
       maxBuffer: 1 << 20,
     },
   );
+  const generatorCpuMicros = childrenCpuMicros() - cpuBefore;
+  fs.rmSync(path.dirname(file), { recursive: true, force: true });
   const m = /RESULT (\d+) (\d+) (\d+) (\d+)/.exec(stdout);
   if (!m) throw new Error(`wrk printed no result:\n${stdout}`);
   const [requests, durationUs, non2xx, errors] = m.slice(1).map(Number) as [number, number, number, number];
   usedUp(load, base, requests + load.connections); // and those still in flight when wrk stopped
-  return { generator: 'wrk', requestsPerSec: requests / (durationUs / 1e6), non2xx, errors };
+  return {
+    generator: 'wrk',
+    requestsPerSec: requests / (durationUs / 1e6),
+    durationS: durationUs / 1e6,
+    generatorCpuMicros,
+    non2xx,
+    errors,
+  };
 }
 
 async function runAutocannon(load: IngestLoad): Promise<LoadResult> {
   let seq = 0;
   const base = baseMs(load);
+  const wire = wireOf(load);
+  const devices = load.devices.map((d) => ({ pieces: wire.pieces(d), headers: wire.headers(d) }));
+  const cpuBefore = process.cpuUsage();
   const result = await autocannon({
     url: load.url,
     connections: load.connections,
@@ -101,24 +169,23 @@ async function runAutocannon(load: IngestLoad): Promise<LoadResult> {
     requests: [
       {
         method: 'POST',
-        path: '/v1/ingest',
+        path: wire.path,
         setupRequest: (req) => {
           const n = seq++;
-          const device = load.devices[n % load.devices.length]!;
-          const ts = new Date(base + Math.floor(n / load.devices.length) * STEP_MS).toISOString();
-          return {
-            ...req,
-            headers: { 'content-type': 'application/json', authorization: `Bearer ${device.token}` },
-            body: `{"device":"${device.localId}","ts":"${ts}","measurements":${load.measurementsJson}}`,
-          };
+          const device = devices[n % devices.length]!;
+          const ms = base + Math.floor(n / devices.length) * STEP_MS;
+          return { ...req, headers: device.headers, body: device.pieces.join(wire.timestamp.js(ms)) };
         },
       },
     ],
   });
+  const cpu = process.cpuUsage(cpuBefore);
   usedUp(load, base, seq);
   return {
     generator: 'autocannon',
     requestsPerSec: result.requests.total / load.durationS,
+    durationS: load.durationS,
+    generatorCpuMicros: cpu.user + cpu.system,
     non2xx: result.non2xx,
     errors: result.errors,
   };

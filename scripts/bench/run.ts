@@ -6,8 +6,8 @@ import { benchReads, benchRollupCost, exportTable, readsTable, rollupCostTable }
 
 /**
  * `npm run bench`: every benchmark, each against its baseline measured in the same run.
- * PostgreSQL runs when BENCH_DATABASE_URL (or TEST_DATABASE_URL) names a server; BENCH_ONLY picks
- * one benchmark by name.
+ * PostgreSQL runs when BENCH_DATABASE_URL (or TEST_DATABASE_URL) names a server, InfluxDB (ingest)
+ * when influxd is installed (scripts/bench/influx.ts); BENCH_ONLY picks one benchmark by name.
  */
 const postgres =
   process.env.BENCH_DATABASE_URL ??
@@ -23,7 +23,7 @@ async function main(): Promise<void> {
   if (!only || only === 'ingest') {
     const rows = await benchIngest(postgres === 'none' ? null : postgres);
     results.ingest = rows;
-    printTable('Ingest (POST /v1/ingest, keep-alive)', ...ingestTable(rows));
+    printTable('Ingest (POST /v1/ingest; InfluxDB: POST /write; keep-alive)', ...ingestTable(rows));
   }
   if (!only || only === 'rollup-cost') {
     const rows = await benchRollupCost(postgres === 'none' ? null : postgres);
