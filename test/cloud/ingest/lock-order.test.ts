@@ -1,13 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
-import pg from 'pg';
 import { PostgresIngestStore } from '../../../cloud/src/ingest/ingest.store.postgres.ts';
 import { openDatabase, type Database } from '../../../cloud/src/storage/database.ts';
 import { SqliteIngestStore } from '../../../cloud/src/ingest/ingest.store.sqlite.ts';
 import type { IngestStore } from '../../../cloud/src/ingest/ingest.types.ts';
 import { DATABASES, testDatabase, type TestDatabase } from '../../helpers/databases.ts';
-import { eventually } from '../../helpers/eventually.ts';
-
-const AT = Date.UTC(2026, 10, 1) * 1000;
+import { AT, expectHeapOrder, insertDevices, rowLocks, type RowLocks } from '../../helpers/row-locks.ts';
 
 /**
  * Groups written at once (PostgreSQL writes up to 4) share device rows, and take their locks in id
@@ -36,82 +33,32 @@ if (DATABASES.includes('postgres'))
   describe('ingest groups that share devices, on PostgreSQL', () => {
     let target: TestDatabase;
     let database: Database;
-    let pool: pg.Pool;
-    const clients: pg.PoolClient[] = [];
+    let locks: RowLocks;
 
     beforeEach(async () => {
       target = testDatabase('postgres');
       database = await openDatabase(target.url, { schema: target.schema });
-      pool = new pg.Pool({
-        connectionString: target.url,
-        application_name: `lock-order-${target.schema}`,
-        options: `-c search_path=${target.schema} -c enable_indexscan=off -c enable_bitmapscan=off`,
-      });
+      locks = rowLocks(target, 'lock-order');
     });
     afterEach(async () => {
-      for (const c of clients.splice(0)) {
-        await c.query('ROLLBACK').catch(() => undefined);
-        c.release();
-      }
-      await pool?.end();
+      await locks?.close();
       await database?.close();
       await target?.dispose();
     });
 
     async function twoDevices(): Promise<{ low: string; high: string }> {
       const { db } = database;
-      await db.insertInto('accounts').values({ id: 'acc_1', name: 'A', created_at: AT }).execute();
-      await db
-        .insertInto('sites')
-        .values({
-          id: 'sit_1',
-          account_id: 'acc_1',
-          name: 'S',
-          vertical: 'generic',
-          timezone: 'UTC',
-          created_at: AT,
-          deleted_at: null,
-        })
-        .execute();
-      const device = (id: string) => ({
-        id,
-        account_id: 'acc_1',
-        site_id: 'sit_1',
-        local_id: id,
-        name: id,
-        notes: '',
-        model: 'http-generic',
-        fw_version: null,
-        token_hash: null,
-        token_issued_at: AT,
-        last_seen_at: null,
-        online: 0,
-        created_at: AT,
-        deleted_at: null,
-      });
-      await db
-        .insertInto('devices')
-        .values([device('dev_a'), device('dev_b')])
-        .execute();
+      await insertDevices(db, ['dev_a', 'dev_b']);
       // dev_a's new row version goes behind dev_b's: a sequential scan meets dev_b first.
       await db.updateTable('devices').set({ notes: 'moved' }).where('id', '=', 'dev_a').execute();
-      const order = await db.selectFrom('devices').select('id').execute(); // heap order (no ORDER BY)
-      expect(order.map((r) => r.id)).toEqual(['dev_b', 'dev_a']);
+      await expectHeapOrder(locks, 'devices', 'id', ['dev_b', 'dev_a']);
       return { low: 'dev_a', high: 'dev_b' };
-    }
-
-    async function holdRow(id: string): Promise<pg.PoolClient> {
-      const client = await pool.connect();
-      clients.push(client);
-      await client.query('BEGIN');
-      await client.query('SELECT 1 FROM devices WHERE id = $1 FOR UPDATE', [id]);
-      return client;
     }
 
     it('lock devices in id order: waiting for the lower id, a write holds no higher one', async () => {
       const { low, high } = await twoDevices();
-      const blocker = await holdRow(low);
-      const store = new PostgresIngestStore(pool);
+      const blocker = await locks.hold('devices', 'id', low);
+      const store = new PostgresIngestStore(locks.pool);
       const write = store.transaction(async (tx) =>
         tx.write({
           points: new Float64Array(0),
@@ -123,23 +70,10 @@ if (DATABASES.includes('postgres'))
           job: null,
         }),
       );
-      // The write is waiting for a row lock (the blocker's).
-      await eventually(async () => {
-        const { rows } = await pool.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`,
-          [`lock-order-${target.schema}`],
-        );
-        return rows[0]!.n === 1;
-      }, 'the write to wait for the row lock');
+      await locks.waiting();
       // It must not hold the higher id meanwhile: a group that had locked it first would now be
       // waiting for this one, which is the deadlock.
-      const probe = await pool.connect();
-      clients.push(probe);
-      await probe.query('BEGIN');
-      await expect(
-        probe.query('SELECT 1 FROM devices WHERE id = $1 FOR UPDATE NOWAIT', [high]),
-      ).resolves.toBeDefined();
-      await probe.query('ROLLBACK');
+      expect(await locks.lockable('SELECT 1 FROM devices WHERE id = $1 FOR UPDATE NOWAIT', high)).toBe(true);
       await blocker.query('ROLLBACK');
       await write;
       const rows = await database.db.selectFrom('devices').select(['id', 'online']).orderBy('id').execute();
