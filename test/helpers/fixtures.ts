@@ -53,6 +53,17 @@ export async function createDevice(
  * A sensor as ingest would create it on a device's first uplink (ingest is the only way in through
  * the API), written with the repository.
  */
+/** The URL a Shelly H&T Gen1 requests: the device's `ingest_url` with its template values filled in. */
+export function shellyActionUrl(device: CreatedDevice, temperature: number, humidity = 61): URL {
+  return new URL(
+    device.ingest_url
+      .replace('$temperature', String(temperature))
+      .replace('$humidity', String(humidity))
+      .replace('$bat', '87')
+      .replace('$rssi', '-67'),
+  );
+}
+
 export async function insertSensor(
   t: TestCloud,
   device: { accountId: string; deviceId: string },

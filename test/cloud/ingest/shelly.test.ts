@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
-import { createDevice, createSite, type CreatedDevice } from '../../helpers/fixtures.ts';
+import { createDevice, createSite, shellyActionUrl, type CreatedDevice } from '../../helpers/fixtures.ts';
 
 describe.each(DATABASES)('GET /v1/ingest/shelly on %s', (db) => {
   let t: TestCloud;
@@ -27,13 +27,7 @@ describe.each(DATABASES)('GET /v1/ingest/shelly on %s', (db) => {
     );
 
   it('works with the ingest_url the device was given, template values substituted', async () => {
-    const url = new URL(
-      gen1.ingest_url
-        .replace('$temperature', '3.75')
-        .replace('$humidity', '61')
-        .replace('$bat', '87')
-        .replace('$rssi', '-67'),
-    );
+    const url = shellyActionUrl(gen1, 3.75);
     expect(url.pathname).toBe('/v1/ingest/shelly');
     const answer = await t.http.get(url.pathname + url.search);
     expect(answer.status).toBe(200);

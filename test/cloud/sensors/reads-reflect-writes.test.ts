@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import type { MqttClient } from 'mqtt';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
-import { createDevice, createSite, type CreatedDevice } from '../../helpers/fixtures.ts';
+import { createDevice, createSite, shellyActionUrl, type CreatedDevice } from '../../helpers/fixtures.ts';
 import { closeClient, connectBridge, createBridge, publish } from '../../helpers/mqtt.ts';
 
 /**
@@ -128,13 +128,7 @@ describe.each(DATABASES)('sensor reads right after a write, on %s', (db) => {
   it('after a Shelly GET', async () => {
     await start();
     const gen1 = await createDevice(t, user.token, siteId, { local_id: 'ht-1', model: 'shelly-ht-gen1' });
-    const url = new URL(
-      gen1.ingest_url
-        .replace('$temperature', '3.5')
-        .replace('$humidity', '61')
-        .replace('$bat', '87')
-        .replace('$rssi', '-67'),
-    );
+    const url = shellyActionUrl(gen1, 3.5);
     expect((await t.http.get(url.pathname + url.search)).status).toBe(200);
     expect(await temperatureOf(gen1.id)).toMatchObject({ last_value: 3.5, state: 'ok' });
   });
