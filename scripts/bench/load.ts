@@ -68,18 +68,34 @@ request = function()
   local ts = os.date("!%Y-%m-%dT%H:%M:%S", math.floor(ms / 1000)) .. string.format(".%03dZ", ms % 1000)
   local body = '{"device":"' .. d[1] .. '","ts":"' .. ts .. '","measurements":' .. measurements .. '}'
   return wrk.format("POST", "/v1/ingest", { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. d[2] }, body)
-end
+end`;
+  const r = await execWrk(lua, load.url, load.connections, load.durationS);
+  usedUp(load, base, r.requests + load.connections); // and those still in flight when wrk stopped
+  return { generator: 'wrk', requestsPerSec: r.requestsPerSec, non2xx: r.non2xx, errors: r.errors };
+}
+
+/** Runs wrk with a Lua script whose `done` prints the RESULT line below; answers its figures. */
+async function execWrk(
+  lua: string,
+  url: string,
+  connections: number,
+  durationS: number,
+  args: string[] = [],
+) {
+  const script = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'wrk-')), 'load.lua');
+  fs.writeFileSync(
+    script,
+    `${lua}
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format("RESULT %d %d %d %d\\n", summary.requests, summary.duration, e.status, e.connect + e.read + e.write + e.timeout))
 end
-`;
-  const script = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'wrk-')), 'ingest.lua');
-  fs.writeFileSync(script, lua);
-  // One thread: its counter keeps every timestamp unique; it drives all connections with epoll.
+`,
+  );
+  // One thread: the script's counter is one sequence (unique ingest timestamps); epoll drives every connection.
   const { stdout } = await exec(
     'wrk',
-    ['-t1', `-c${load.connections}`, `-d${load.durationS}s`, '-s', script, load.url],
+    ['-t1', `-c${connections}`, `-d${durationS}s`, ...args, '-s', script, url],
     {
       maxBuffer: 1 << 20,
     },
@@ -87,8 +103,56 @@ end
   const m = /RESULT (\d+) (\d+) (\d+) (\d+)/.exec(stdout);
   if (!m) throw new Error(`wrk printed no result:\n${stdout}`);
   const [requests, durationUs, non2xx, errors] = m.slice(1).map(Number) as [number, number, number, number];
-  usedUp(load, base, requests + load.connections); // and those still in flight when wrk stopped
-  return { generator: 'wrk', requestsPerSec: requests / (durationUs / 1e6), non2xx, errors };
+  return { requests, requestsPerSec: requests / (durationUs / 1e6), non2xx, errors };
+}
+
+/** GET load: the paths in turn over keep-alive connections, with the same headers on each. */
+export interface GetLoad {
+  url: string;
+  paths: string[];
+  headers: Record<string, string>;
+  connections: number;
+  durationS: number;
+}
+
+export async function runGetLoad(load: GetLoad): Promise<LoadResult> {
+  if (hasWrk() && process.env.BENCH_GENERATOR !== 'autocannon') {
+    const lua = `
+local paths = { ${load.paths.map((p) => `"${p}"`).join(', ')} }
+local headers = { ${Object.entries(load.headers)
+      .map(([k, v]) => `["${k}"] = "${v}"`)
+      .join(', ')} }
+local counter = 0
+request = function()
+  counter = counter + 1
+  return wrk.format("GET", paths[(counter % #paths) + 1], headers)
+end`;
+    // A slow answer on a busy machine is counted late, not as a timeout error (wrk's default is 2 s).
+    const r = await execWrk(lua, load.url, load.connections, load.durationS, ['--timeout', '20s']);
+    return { generator: 'wrk', requestsPerSec: r.requestsPerSec, non2xx: r.non2xx, errors: r.errors };
+  }
+  let seq = 0;
+  const result = await autocannon({
+    url: load.url,
+    connections: load.connections,
+    duration: load.durationS,
+    requests: [
+      {
+        method: 'GET',
+        setupRequest: (req) => ({
+          ...req,
+          path: load.paths[seq++ % load.paths.length]!,
+          headers: load.headers,
+        }),
+      },
+    ],
+  });
+  return {
+    generator: 'autocannon',
+    requestsPerSec: result.requests.total / load.durationS,
+    non2xx: result.non2xx,
+    errors: result.errors,
+  };
 }
 
 async function runAutocannon(load: IngestLoad): Promise<LoadResult> {
