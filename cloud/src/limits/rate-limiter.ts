@@ -39,17 +39,17 @@ interface Window {
 
 /**
  * Fixed-window counters shared by every replica through one database row per (bucket, window)
- * (ARCHITECTURE.md, "Storage"), with the writes batched (docs/design/rate-limits.md).
+ * (ARCHITECTURE.md, "Storage"), written in batches (docs/design/rate-limits.md).
  *
- * A hit is decided from this process's view of the window: the row's count as last read plus its own
- * hits not written yet. A process's first hit of a window is written at once (that reads the row). Far from the limit (at least `floor(limit / 20)` left after the hit) it is
- * counted in memory and written later with the others, in one transaction per flush: when that many
- * hits are waiting, or `syncMs` after the first of them. Near the limit each hit is written at once
- * and decided on the count the database answers, as every hit is with `syncMs = 0`. A window the view
- * already shows exhausted refuses without writing (counts only grow within a window, so the refusal
- * is exact). Single process: the answers are exact. N processes: each keeps at most
- * `floor(limit / 20)` hits unwritten, so together they allow at most `limit + (N - 1) * floor(limit / 20)`
- * per window. A crash loses the unwritten hits: at most `syncMs` worth, and that many, per bucket.
+ * A hit is decided on this process's view of the window: the row's count as last read plus its own
+ * hits not written yet. The first hit of a window in this process, and each hit once fewer than
+ * `slack = floor(limit / 20)` would be left after it, are written at once and decided on the count
+ * the database answers (every hit is, when `slack` is 0 or `syncMs` is 0). Other hits are counted in
+ * memory and written together: when half the slack is waiting, or `syncMs` after the first of them.
+ * A window the view shows exhausted refuses without writing: counts only grow within a window, so
+ * that refusal is exact. One process: every answer is exact. N processes: each has at most `slack`
+ * hits the others cannot see, so together they allow at most `limit + (N - 1) * slack` per window.
+ * A crash loses the hits not written yet: at most `slack` per bucket, and `syncMs` worth.
  */
 export class RateLimiter {
   private readonly windows = new Map<string, Window>();
@@ -102,8 +102,7 @@ export class RateLimiter {
 
   /** Writes every hit counted so far, in one transaction. */
   async flush(): Promise<void> {
-    const waiting = [...this.windows.values()].filter((w) => w.pending > 0);
-    if (waiting.length > 0) await this.exclusive(waiting, () => this.write(waiting, 0));
+    await this.writePending([...this.windows.values()]);
     this.forgetEnded();
   }
 
@@ -150,14 +149,24 @@ export class RateLimiter {
   }
 
   private async flushQuietly(windows: Window[]): Promise<void> {
-    const waiting = windows.filter((w) => w.pending > 0);
     try {
-      if (waiting.length > 0) await this.exclusive(waiting, () => this.write(waiting, 0));
+      await this.writePending(windows);
       this.forgetEnded();
     } catch (err) {
       this.deps.log?.error({ err }, 'rate-limit counters not written (kept for the next flush)');
       this.schedule();
     }
+  }
+
+  /**
+   * Writes the counted hits of these windows in one transaction, rows in key order: two replicas
+   * flushing the same buckets lock their rows in the same order, so they cannot deadlock.
+   */
+  private async writePending(windows: Window[]): Promise<void> {
+    const waiting = windows
+      .filter((w) => w.pending > 0)
+      .sort((a, b) => a.start - b.start || (a.bucket < b.bucket ? -1 : a.bucket > b.bucket ? 1 : 0));
+    if (waiting.length > 0) await this.exclusive(waiting, () => this.write(waiting, 0));
   }
 
   /** Adds `n` hits to the window's shared row; answers the row's count. */
