@@ -1,9 +1,12 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { ManualClock } from '../../../cloud/src/clock.ts';
 import { RateLimiter } from '../../../cloud/src/limits/rate-limiter.ts';
 import { openDatabase, type Database } from '../../../cloud/src/storage/database.ts';
 import { DATABASES, testDatabase, type TestDatabase } from '../../helpers/databases.ts';
 import { eventually } from '../../helpers/eventually.ts';
+import { ROOT } from '../../helpers/process.ts';
 
 /**
  * The batched rate-limit counters (docs/design/rate-limits.md): exact answers in one process, a
@@ -151,6 +154,27 @@ describe.each(DATABASES)('the rate limiter on %s', (kind) => {
     const next = await replica(clock);
     expect(await next.hit('mgmt:a', 600)).toMatchObject({ remaining: 600 - written - 1 });
     limiters.splice(limiters.indexOf(dying), 1);
+  });
+
+  it('lets a process exit while counted hits wait for their timer (the timer holds nothing open)', async () => {
+    const script = `
+      const { openDatabase } = await import(${JSON.stringify(path.join(ROOT, 'cloud/src/storage/database.ts'))});
+      const { RateLimiter } = await import(${JSON.stringify(path.join(ROOT, 'cloud/src/limits/rate-limiter.ts'))});
+      const { SystemClock } = await import(${JSON.stringify(path.join(ROOT, 'cloud/src/clock.ts'))});
+      const database = await openDatabase(process.env.DB_URL, { schema: process.env.DB_SCHEMA || undefined });
+      const limiter = new RateLimiter({ db: database.db, clock: new SystemClock(), syncMs: 600000 });
+      for (let i = 0; i < 3; i++) await limiter.hit('read:a', 1000);
+      await database.close();
+      process.stdout.write('counted');`;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, DB_URL: target.url, DB_SCHEMA: target.schema ?? '' },
+    });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    // A referenced timer would keep it alive for ten minutes, past the test's timeout.
+    const code = await new Promise((resolve) => child.on('exit', resolve));
+    expect([code, out]).toEqual([0, 'counted']);
   });
 
   it('writes every hit at once with syncMs 0, as the counters always did', async () => {
