@@ -146,6 +146,10 @@ export class Cloud {
       await closed;
     }
     if (this.services) {
+      // No more requests: the counted rate-limit hits go to the shared counters.
+      await this.services.rateLimiter
+        .stop()
+        .catch((err: unknown) => this.services?.log.error({ err }, 'rate-limit counters not written'));
       await this.services.rules.stop();
       // No more ingest: fold the journal's rest, so a clean stop leaves derived state complete.
       await this.services.ingest

@@ -13,6 +13,7 @@ const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' |
 const digits = z.string().regex(/^\d+$/, 'must be a whole number');
 const port = digits.transform(Number).pipe(z.number().int().min(0).max(65535));
 const positiveInt = digits.transform(Number).pipe(z.number().int().positive());
+const wholeNumber = digits.transform(Number).pipe(z.number().int().min(0));
 const url = z.url({ protocol: /^https?$/ });
 
 const EnvSchema = z.object({
@@ -52,6 +53,7 @@ const EnvSchema = z.object({
   RATE_LIMIT_INGEST_PER_MIN: positiveInt.default(60),
   RATE_LIMIT_READ_PER_MIN: positiveInt.default(120),
   RATE_LIMIT_REPORT_PER_MIN: positiveInt.default(4),
+  RATE_LIMIT_SYNC_MS: wholeNumber.pipe(z.number().max(60_000)).optional(),
   WEBHOOK_ALLOW_PRIVATE: bool.default(false),
   TRUST_PROXY: z
     .string()
@@ -104,6 +106,11 @@ export interface Config {
   readonly retentionDays: number;
   readonly rateLimitMode: 'enforce' | 'warn';
   readonly rateLimits: RateLimits;
+  /**
+   * RATE_LIMIT_SYNC_MS: how long a process may keep counted hits before writing them to the shared
+   * counters; 0 writes every hit at once. Unset: the limiter's default (`DEFAULT_SYNC_MS`).
+   */
+  readonly rateLimitSyncMs: number | undefined;
   readonly webhookAllowPrivate: boolean;
   /**
    * TRUST_PROXY: which proxies in front of the cloud may name the client (`X-Forwarded-For`): a hop
@@ -173,6 +180,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       readPerMin: e.RATE_LIMIT_READ_PER_MIN,
       reportPerMin: e.RATE_LIMIT_REPORT_PER_MIN,
     }),
+    rateLimitSyncMs: e.RATE_LIMIT_SYNC_MS,
     webhookAllowPrivate: e.WEBHOOK_ALLOW_PRIVATE,
     trustProxy: e.TRUST_PROXY ?? null,
     logLevel: e.LOG_LEVEL,

@@ -113,7 +113,12 @@ export function buildServices(deps: {
   });
   const jobs = new JobQueue({ database, clock, log: log.child({ module: 'jobs' }), pollMs: deps.jobPollMs });
   jobs.register('mail', { run: async (payload) => void (await mailer.send(payload as Mail)) });
-  const rateLimiter = new RateLimiter({ db, clock });
+  const rateLimiter = new RateLimiter({
+    db,
+    clock,
+    log: log.child({ module: 'rate-limits' }),
+    syncMs: config.rateLimitSyncMs,
+  });
   const idempotency = new IdempotencyStore({ db, clock });
   const audit = new AuditRepository();
   const accounts = new AccountsRepository();

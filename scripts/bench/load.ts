@@ -124,18 +124,38 @@ request = function()
   local ms = base + math.floor(counter / #devices) * ${STEP_MS}
   return wrk.format("POST", ${lua(wire.path)}, d.headers, table.concat(d.pieces, ${wire.timestamp.lua}))
 end
+`;
+  const r = await execWrk(script, load.url, load.connections, load.durationS);
+  usedUp(load, base, r.requests + load.connections); // and those still in flight when wrk stopped
+  return { generator: 'wrk', ...r };
+}
+
+/**
+ * Runs wrk with a Lua script (its `request` function; the `done` that prints the figures is added
+ * here) and answers its figures and the CPU it used.
+ */
+async function execWrk(
+  lua: string,
+  url: string,
+  connections: number,
+  durationS: number,
+  args: string[] = [],
+): Promise<Omit<LoadResult, 'generator'> & { requests: number }> {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'wrk-')), 'load.lua');
+  fs.writeFileSync(
+    file,
+    `${lua}
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format("RESULT %d %d %d %d\\n", summary.requests, summary.duration, e.status, e.connect + e.read + e.write + e.timeout))
 end
-`;
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'wrk-')), 'ingest.lua');
-  fs.writeFileSync(file, script);
-  // One thread: its counter keeps every timestamp unique; it drives all connections with epoll.
+`,
+  );
+  // One thread: the script's counter is one sequence (unique ingest timestamps); epoll drives every connection.
   const cpuBefore = childrenCpuMicros();
   const { stdout } = await exec(
     'wrk',
-    ['-t1', `-c${load.connections}`, `-d${load.durationS}s`, '-s', file, load.url],
+    ['-t1', `-c${connections}`, `-d${durationS}s`, ...args, '-s', file, url],
     {
       maxBuffer: 1 << 20,
     },
@@ -145,14 +165,66 @@ end
   const m = /RESULT (\d+) (\d+) (\d+) (\d+)/.exec(stdout);
   if (!m) throw new Error(`wrk printed no result:\n${stdout}`);
   const [requests, durationUs, non2xx, errors] = m.slice(1).map(Number) as [number, number, number, number];
-  usedUp(load, base, requests + load.connections); // and those still in flight when wrk stopped
   return {
-    generator: 'wrk',
+    requests,
     requestsPerSec: requests / (durationUs / 1e6),
     durationS: durationUs / 1e6,
     generatorCpuMicros,
     non2xx,
     errors,
+  };
+}
+
+/** GET load: the paths in turn over keep-alive connections, with the same headers on each. */
+export interface GetLoad {
+  url: string;
+  paths: string[];
+  headers: Record<string, string>;
+  connections: number;
+  durationS: number;
+}
+
+export async function runGetLoad(load: GetLoad): Promise<LoadResult> {
+  if (hasWrk() && process.env.BENCH_GENERATOR !== 'autocannon') {
+    const script = `
+local paths = { ${load.paths.map(lua).join(', ')} }
+local headers = { ${Object.entries(load.headers)
+      .map(([k, v]) => `[${lua(k)}] = ${lua(v)}`)
+      .join(', ')} }
+local counter = 0
+request = function()
+  counter = counter + 1
+  return wrk.format("GET", paths[(counter % #paths) + 1], headers)
+end`;
+    // A slow answer on a busy machine is counted late, not as a timeout error (wrk's default is 2 s).
+    const r = await execWrk(script, load.url, load.connections, load.durationS, ['--timeout', '20s']);
+    return { generator: 'wrk', ...r };
+  }
+  let seq = 0;
+  const cpuBefore = process.cpuUsage();
+  const result = await autocannon({
+    url: load.url,
+    connections: load.connections,
+    duration: load.durationS,
+    requests: [
+      {
+        method: 'GET',
+        setupRequest: (req) => ({
+          ...req,
+          path: load.paths[seq++ % load.paths.length]!,
+          headers: load.headers,
+        }),
+      },
+    ],
+  });
+  const cpu = process.cpuUsage(cpuBefore);
+  return {
+    generator: 'autocannon',
+    requestsPerSec: result.requests.total / load.durationS,
+    durationS: load.durationS,
+    generatorCpuMicros: cpu.user + cpu.system,
+    non2xx: result.non2xx,
+    errors: result.errors,
   };
 }
 

@@ -11,7 +11,9 @@ import { rollupDeltas } from '../../cloud/src/measurements/rollups.ts';
 import { decodeJournal, foldPoints } from '../../cloud/src/ingest/ingest.fold.ts';
 import { openDatabase, type Database } from '../../cloud/src/storage/database.ts';
 import { measurementGroup } from '../../cloud/src/storage/layout.ts';
+import { runGetLoad } from './load.ts';
 import {
+  cpuMicros,
   median,
   memoryMiB,
   setUpAccount,
@@ -99,6 +101,12 @@ async function load(database: Database, points: Iterable<MeasurementRow>, batch 
   if (rows.length) await flush();
 }
 
+/** `count` one-minute points from YEAR_START on each channel, minute by minute across them. */
+function* everyMinute(seqs: number[], count: number, value: (i: number) => number): Iterable<MeasurementRow> {
+  for (let i = 0; i < count; i++)
+    for (const sensorSeq of seqs) yield { sensorSeq, ts: YEAR_START + i * MINUTE, value: value(i) };
+}
+
 async function ingestOnce(
   server: ServerProcess,
   device: { localId: string; token: string },
@@ -168,6 +176,17 @@ function databaseTargets(postgresUrl: string | null): Target[] {
   return targets;
 }
 
+/** A cloud process's environment in the read benchmarks: limits no run reaches. */
+function serverEnvFor(dataDir: string, env: Record<string, string>): Record<string, string> {
+  return {
+    DATA_DIR: dataDir,
+    RATE_LIMIT_READ_PER_MIN: '1000000',
+    RATE_LIMIT_MGMT_PER_MIN: '1000000',
+    RATE_LIMIT_INGEST_PER_MIN: '1000000',
+    ...env,
+  };
+}
+
 export async function benchReads(
   postgresUrl: string | null,
 ): Promise<{ reads: ReadRow[]; exports: ExportRow[] }> {
@@ -177,13 +196,7 @@ export async function benchReads(
   for (const target of targets) {
     const dataDir = tempDir('bench-reads-');
     const { url, env, cleanup } = await target.setUp(dataDir);
-    const serverEnv = {
-      DATA_DIR: dataDir,
-      RATE_LIMIT_READ_PER_MIN: '1000000',
-      RATE_LIMIT_MGMT_PER_MIN: '1000000',
-      RATE_LIMIT_INGEST_PER_MIN: '1000000',
-      ...env,
-    };
+    const serverEnv = serverEnvFor(dataDir, env);
     try {
       // 1. An account, a device and its channels, made through the API.
       let server = await startServer('cloud/src/main.ts', serverEnv);
@@ -311,11 +324,7 @@ export async function benchReads(
       const exportStarted = performance.now();
       await load(
         database,
-        (function* () {
-          for (let i = 0; i < perChannel; i++)
-            for (const s of exportSeqs)
-              yield { sensorSeq: s, ts: YEAR_START + i * MINUTE, value: (i % 1000) / 10 };
-        })(),
+        everyMinute(exportSeqs, perChannel, (i) => (i % 1000) / 10),
       );
       console.log(
         `${target.name}: loaded ${perChannel * EXPORT_CHANNELS} export points in ${Math.round(performance.now() - exportStarted)} ms`,
@@ -352,6 +361,166 @@ export async function benchReads(
     }
   }
   return { reads, exports };
+}
+
+export interface ReadRateRound {
+  requestsPerSec: number;
+  /** Server CPU time (user + system) per request, µs; null for the in-process baseline. */
+  cpuMicrosPerRequest: number | null;
+  non2xx: number;
+  errors: number;
+}
+
+export interface ReadRateRow {
+  target: string;
+  variant: string;
+  medianPerSec: number;
+  /** The rounds' median over the baseline's median, both of this run. */
+  ratioToBaseline: number;
+  /** The rounds' median over the per-request counter's median (the rate-limit change). */
+  ratioToPerRequest: number | null;
+  rounds: ReadRateRound[];
+}
+
+const RATE_DEVICES = 50;
+const RATE_DAY_POINTS = 1440;
+const RATE_ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const RATE_DURATION_S = Number(process.env.BENCH_DURATION ?? 5);
+const RATE_WARM_UP_S = Number(process.env.BENCH_WARM_UP ?? 3);
+const RATE_CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
+
+/**
+ * Read requests per second (issue "Live path", point 5): GET /v1/channels/{id}/measurements?agg=1h
+ * over one day (24 buckets) of one-minute data, over 50 devices' channels in turn, from one account.
+ * Two cloud processes on the same database take turns: one writes its read rate-limit counter on
+ * every request (RATE_LIMIT_SYNC_MS=0, one committed upsert each), one counts in memory and writes in
+ * batches (the default). The baseline is the plain GROUP BY over the same raw rows, one channel after
+ * the other in this process, in the same rounds. Every round loads each in turn (the order rotates),
+ * so the machine's drift falls on all of them; the table shows the median and every round.
+ */
+export async function benchReadRate(postgresUrl: string | null): Promise<ReadRateRow[]> {
+  const rows: ReadRateRow[] = [];
+  for (const target of databaseTargets(postgresUrl)) {
+    const dataDir = tempDir('bench-read-rate-');
+    const { url, env, cleanup } = await target.setUp(dataDir);
+    const serverEnv = serverEnvFor(dataDir, env);
+    const servers: ServerProcess[] = [];
+    let database: Database | null = null;
+    try {
+      const perRequest = await startServer('cloud/src/main.ts', { ...serverEnv, RATE_LIMIT_SYNC_MS: '0' });
+      servers.push(perRequest);
+      const account = await setUpAccount(perRequest.url, dataDir, RATE_DEVICES);
+      const channels: string[] = [];
+      for (const device of account.devices) channels.push(...(await ingestOnce(perRequest, device, ['day'])));
+      database = await openDatabase(url);
+      const seqs = await Promise.all(channels.map((c) => seqOf(database!, c)));
+      await load(
+        database,
+        everyMinute(seqs, RATE_DAY_POINTS, (i) => (i % 100) / 10),
+      );
+      const batched = await startServer('cloud/src/main.ts', serverEnv);
+      servers.push(batched);
+      const dayEnd = YEAR_START + RATE_DAY_POINTS * MINUTE;
+      const range = `agg=1h&from=${encodeURIComponent(new Date(YEAR_START / 1000).toISOString())}&to=${encodeURIComponent(new Date(dayEnd / 1000).toISOString())}`;
+      const paths = channels.map((c) => `/v1/channels/${c}/measurements?${range}`);
+      const check = await fetch(`${batched.url}${paths[0]}`, {
+        headers: { authorization: `Bearer ${account.token}` },
+      });
+      const points = ((await check.json()) as { data: unknown[] }).data.length;
+      if (check.status !== 200 || points !== 24) throw new Error(`read: ${check.status}, ${points} points`);
+      const db = database;
+      const plainRound = async (durationS: number): Promise<ReadRateRound> => {
+        const until = performance.now() + durationS * 1000;
+        let done = 0;
+        while (performance.now() < until) {
+          const seq = seqs[done % seqs.length]!;
+          const text = `SELECT (ts / 3600000000) * 3600000000 AS bucket, avg(value) AS value FROM measurements
+            WHERE grp = ${measurementGroup(seq)} AND sensor_seq = ${seq} AND ts >= ${YEAR_START} AND ts < ${dayEnd}
+            GROUP BY 1 ORDER BY 1`;
+          const got = db.sqlite ? db.sqlite.prepare(text).all() : (await db.pool!.query(text)).rows;
+          if (got.length !== 24) throw new Error(`plain: ${got.length} rows`);
+          done++;
+        }
+        return { requestsPerSec: done / durationS, cpuMicrosPerRequest: null, non2xx: 0, errors: 0 };
+      };
+      const httpRound = (server: ServerProcess) => async (durationS: number) => {
+        const cpuBefore = cpuMicros(server.pid);
+        const r = await runGetLoad({
+          url: server.url,
+          paths,
+          headers: { Authorization: `Bearer ${account.token}` },
+          connections: RATE_CONNECTIONS,
+          durationS,
+        });
+        const cpu = cpuMicros(server.pid) - cpuBefore;
+        if (r.non2xx + r.errors > 0)
+          console.log(`${target.name}: ${r.non2xx} non-2xx, ${r.errors} errors; log: ${server.logFile}`);
+        return {
+          requestsPerSec: r.requestsPerSec,
+          cpuMicrosPerRequest: cpu / (r.requestsPerSec * durationS),
+          non2xx: r.non2xx,
+          errors: r.errors,
+        };
+      };
+      const variants: [string, (durationS: number) => Promise<ReadRateRound>][] = [
+        ['plain GROUP BY in the bench process (baseline)', plainRound],
+        ['API, counter written per request (RATE_LIMIT_SYNC_MS=0)', httpRound(perRequest)],
+        ['API, counters batched (default)', httpRound(batched)],
+      ];
+      for (const [, run] of variants) await run(RATE_WARM_UP_S);
+      const rounds = variants.map((): ReadRateRound[] => []);
+      for (let r = 0; r < RATE_ROUNDS; r++) {
+        for (let k = 0; k < variants.length; k++) {
+          const i = (r + k) % variants.length;
+          rounds[i]!.push(await variants[i]![1](RATE_DURATION_S));
+        }
+      }
+      const medians = rounds.map((done) => median(done.map((m) => m.requestsPerSec)));
+      variants.forEach(([variant], i) => {
+        rows.push({
+          target: target.name,
+          variant,
+          medianPerSec: Math.round(medians[i]!),
+          ratioToBaseline: Math.round((medians[i]! / medians[0]!) * 100) / 100,
+          ratioToPerRequest: i === 0 ? null : Math.round((medians[i]! / medians[1]!) * 100) / 100,
+          rounds: rounds[i]!,
+        });
+      });
+    } finally {
+      for (const server of servers) await server.stop();
+      await database?.close();
+      await cleanup();
+    }
+  }
+  return rows;
+}
+
+export function readRateTable(rows: ReadRateRow[]): [string[], (string | number)[][]] {
+  return [
+    [
+      'target',
+      `GET /v1/channels/{id}/measurements?agg=1h (one day), ${RATE_DEVICES} devices, ${RATE_CONNECTIONS} connections`,
+      'requests/s (median)',
+      'rounds (requests/s)',
+      'ratio to baseline',
+      'ratio to per-request counter',
+      'server CPU µs/request (median)',
+      'non-2xx',
+    ],
+    rows.map((r) => {
+      const cpu = r.rounds.map((m) => m.cpuMicrosPerRequest).filter((c): c is number => c !== null);
+      return [
+        r.target,
+        r.variant,
+        r.medianPerSec,
+        r.rounds.map((m) => Math.round(m.requestsPerSec)).join(' '),
+        r.ratioToBaseline,
+        r.ratioToPerRequest ?? '',
+        cpu.length ? Math.round(median(cpu)) : '',
+        r.rounds.reduce((n, m) => n + m.non2xx + m.errors, 0),
+      ];
+    }),
+  ];
 }
 
 export interface RollupCostRow {

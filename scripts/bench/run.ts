@@ -2,12 +2,21 @@ import { benchGateway, gatewayTable } from './gateway.ts';
 import { benchIngest, ingestTable } from './ingest.ts';
 import { printTable, writeResults } from './lib.ts';
 import { benchMqtt, mqttTable } from './mqtt.ts';
-import { benchReads, benchRollupCost, exportTable, readsTable, rollupCostTable } from './reads.ts';
+import {
+  benchReadRate,
+  benchReads,
+  benchRollupCost,
+  exportTable,
+  readRateTable,
+  readsTable,
+  rollupCostTable,
+} from './reads.ts';
 
 /**
  * `npm run bench`: every benchmark, each against its baseline measured in the same run.
  * PostgreSQL runs when BENCH_DATABASE_URL (or TEST_DATABASE_URL) names a server, InfluxDB (ingest)
- * when influxd is installed (scripts/bench/influx.ts); BENCH_ONLY picks one benchmark by name.
+ * when influxd is installed (scripts/bench/influx.ts); BENCH_ONLY picks one benchmark by name
+ * (`read-rate` is the first part of `reads` alone).
  */
 const postgres =
   process.env.BENCH_DATABASE_URL ??
@@ -29,6 +38,14 @@ async function main(): Promise<void> {
     const rows = await benchRollupCost(postgres === 'none' ? null : postgres);
     results.rollupCost = rows;
     printTable('Rollup step cost at ingest (same groups, with and without it)', ...rollupCostTable(rows));
+  }
+  if (!only || only === 'reads' || only === 'read-rate') {
+    const rows = await benchReadRate(postgres === 'none' ? null : postgres);
+    results.readRate = rows;
+    printTable(
+      'Read requests/s (rate-limit counter per request vs batched; baseline: plain GROUP BY)',
+      ...readRateTable(rows),
+    );
   }
   if (!only || only === 'reads') {
     const { reads, exports } = await benchReads(postgres === 'none' ? null : postgres);

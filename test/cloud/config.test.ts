@@ -117,6 +117,14 @@ describe('loadConfig', () => {
     });
   });
 
+  it('reads RATE_LIMIT_SYNC_MS in milliseconds, 0 included, and leaves it to the limiter when unset', () => {
+    expect(loadConfig({ RATE_LIMIT_SYNC_MS: '250' }).rateLimitSyncMs).toBe(250);
+    expect(loadConfig({ RATE_LIMIT_SYNC_MS: '0' }).rateLimitSyncMs).toBe(0);
+    expect(loadConfig({}).rateLimitSyncMs).toBeUndefined();
+    for (const value of ['-1', 'soon', '1.5', '60001'])
+      expect(configError({ RATE_LIMIT_SYNC_MS: value }).message).toMatch(/^invalid RATE_LIMIT_SYNC_MS=/);
+  });
+
   it('treats an empty value as unset, and derives the public URL from BASE_URL', () => {
     const config = loadConfig({ PORT: '', SIGNUP: '', BASE_URL: 'http://monitor.local:9000//' });
     expect(config.port).toBe(8080);
