@@ -45,6 +45,7 @@ const EnvSchema = z.object({
     .optional(),
   MAIL_FROM: z.string().min(3).default('Sensor Monitoring <no-reply@localhost>'),
   SIGNUP: z.enum(['open', 'closed']).default('open'),
+  SESSION_MAX_DAYS: digits.transform(Number).pipe(z.number().int().min(1).max(3650)).default(30),
   RETENTION_DAYS: positiveInt.default(730),
   RATE_LIMIT_MODE: z.enum(['enforce', 'warn']).default('enforce'),
   RATE_LIMIT_MGMT_PER_MIN: positiveInt.default(600),
@@ -86,6 +87,8 @@ export interface Config {
   readonly smtpUrl: string | null;
   readonly mailFrom: string;
   readonly signup: 'open' | 'closed';
+  /** A session ends this many days after sign-in, however often it is used. */
+  readonly sessionMaxDays: number;
   readonly retentionDays: number;
   readonly rateLimitMode: 'enforce' | 'warn';
   readonly rateLimits: RateLimits;
@@ -144,6 +147,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     smtpUrl: e.SMTP_URL ?? null,
     mailFrom: e.MAIL_FROM,
     signup: e.SIGNUP,
+    sessionMaxDays: e.SESSION_MAX_DAYS,
     retentionDays: e.RETENTION_DAYS,
     rateLimitMode: e.RATE_LIMIT_MODE,
     rateLimits: Object.freeze({

@@ -14,7 +14,9 @@ import { hashSecret } from './secrets.ts';
 /** Without look-alikes (no 0/O, 1/I/L): decisions, "Human login". */
 export const CODE_ALPHABET = 'ABCDEFGHJKMNPQRSTUVWXYZ23456789';
 export const CODE_TTL_MICROS = 10 * 60 * 1_000_000;
-export const SESSION_TTL_MICROS = 30 * 24 * 3600 * 1_000_000;
+const DAY_MICROS = 24 * 3600 * 1_000_000;
+/** Rolling: every request extends a session to this long from now. */
+export const SESSION_TTL_MICROS = 30 * DAY_MICROS;
 export const MAX_CODE_ATTEMPTS = 5;
 const CODES_PER_EMAIL = { limit: 5, windowSeconds: 600 };
 const REQUESTS_PER_IP = { limit: 100, windowSeconds: 600 };
@@ -163,7 +165,7 @@ export class AuthService {
         secret_hash: hashSecret(secret),
         created_at: now,
         last_seen_at: now,
-        expires_at: now + SESSION_TTL_MICROS,
+        expires_at: Math.min(now + SESSION_TTL_MICROS, sessionEnd(config, now)),
         revoked_at: null,
       };
       await auth.insertSession(trx, session);
@@ -171,13 +173,19 @@ export class AuthService {
     });
   }
 
-  /** The live session for a cookie value, with its expiry rolled forward; null when none. */
+  /**
+   * The live session for a cookie value, with its expiry rolled forward but never past
+   * SESSION_MAX_DAYS after sign-in; null when none (the caller answers 401 `auth_required` for an
+   * idle, an over-age and an unknown session alike).
+   */
   async resolveSession(secret: string): Promise<SessionRow | null> {
-    const { db, clock, auth } = this.deps;
+    const { db, clock, config, auth } = this.deps;
     const now = clock.nowMicros();
     const session = await auth.findLiveSession(db, hashSecret(secret), now);
     if (!session) return null;
-    const expiresAt = now + SESSION_TTL_MICROS;
+    const end = sessionEnd(config, session.created_at);
+    if (end <= now) return null;
+    const expiresAt = Math.min(now + SESSION_TTL_MICROS, end);
     if (now - session.last_seen_at >= SESSION_TOUCH_MICROS)
       await auth.touchSession(db, session.id, now, expiresAt);
     return { ...session, last_seen_at: now, expires_at: expiresAt };
@@ -206,6 +214,11 @@ export class AuthService {
       return revoked;
     });
   }
+}
+
+/** When a session signed in at `createdAt` ends at the latest (SESSION_MAX_DAYS). */
+function sessionEnd(config: Config, createdAt: number): number {
+  return createdAt + config.sessionMaxDays * DAY_MICROS;
 }
 
 function codeInvalid(): Unauthenticated {
