@@ -7,7 +7,8 @@ import { withListeningPort, type Config } from './config.ts';
 import type { RouteDef } from './http/route-table.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { buildServices, type Services } from './services.ts';
-import { openDatabase, type OpenOptions } from './storage/database.ts';
+import { createDataDir, warnIfReadableByOthers } from './storage/data-dir.ts';
+import { openDatabase, sqliteFiles, type OpenOptions } from './storage/database.ts';
 import { ensureMeasurementPartitions } from './storage/partitions.ts';
 
 export interface CloudOptions {
@@ -59,11 +60,13 @@ export class Cloud {
     this.effectiveConfig = config;
     let database;
     try {
+      createDataDir(config.dataDir);
       database = await openDatabase(config.databaseUrl, this.options.database);
     } catch (err) {
       this.server.close();
       throw err;
     }
+    warnIfReadableByOthers([config.dataDir, ...sqliteFiles(config.databaseUrl)], log);
     await ensureMeasurementPartitions(database, clock.nowMicros(), log);
     this.services = buildServices({ config, clock, log, database, jobPollMs: this.options.jobPollMs });
     const { app, routes } = createApp(this.services);
