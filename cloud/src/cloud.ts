@@ -26,6 +26,7 @@ export interface CloudOptions {
 }
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
+const DAY_MICROS = 24 * 3600 * 1_000_000;
 
 /**
  * The cloud process: database (migrated at start), services, HTTP server and background work.
@@ -94,10 +95,11 @@ export class Cloud {
   }
 
   /**
-   * Housekeeping that keeps the shared tables small (expired keys and rate-limit windows) and removes
-   * measurements past RETENTION_DAYS.
+   * Housekeeping that keeps the shared tables small (expired keys, rate-limit windows, jobs finished
+   * more than JOB_RETENTION_DAYS ago) and removes measurements past RETENTION_DAYS.
    */
   async runMaintenance(): Promise<void> {
+    const { clock, config, jobs } = this.services;
     try {
       await this.services.rateLimiter.prune();
       await this.services.idempotency.prune();
@@ -106,6 +108,7 @@ export class Cloud {
         this.services.clock.nowMicros(),
         this.services.log,
       );
+      await jobs.pruneFinished(clock.nowMicros() - config.jobRetentionDays * DAY_MICROS);
     } catch (err) {
       this.services.log.error({ err }, 'maintenance failed');
     }

@@ -13,6 +13,8 @@ const digits = z.string().regex(/^\d+$/, 'must be a whole number');
 const port = digits.transform(Number).pipe(z.number().int().min(0).max(65535));
 const positiveInt = digits.transform(Number).pipe(z.number().int().positive());
 const url = z.url({ protocol: /^https?$/ });
+/** A span in whole days, at most ten years (the microseconds it makes stay exact numbers). */
+const days = digits.transform(Number).pipe(z.number().int().min(1).max(3650));
 
 const EnvSchema = z.object({
   PORT: port.default(8080),
@@ -45,8 +47,9 @@ const EnvSchema = z.object({
     .optional(),
   MAIL_FROM: z.string().min(3).default('Sensor Monitoring <no-reply@localhost>'),
   SIGNUP: z.enum(['open', 'closed']).default('open'),
-  SESSION_MAX_DAYS: digits.transform(Number).pipe(z.number().int().min(1).max(3650)).default(30),
+  SESSION_MAX_DAYS: days.default(30),
   RETENTION_DAYS: positiveInt.default(730),
+  JOB_RETENTION_DAYS: days.default(7),
   RATE_LIMIT_MODE: z.enum(['enforce', 'warn']).default('enforce'),
   RATE_LIMIT_MGMT_PER_MIN: positiveInt.default(600),
   RATE_LIMIT_INGEST_PER_MIN: positiveInt.default(60),
@@ -90,6 +93,8 @@ export interface Config {
   /** A session ends this many days after sign-in, however often it is used. */
   readonly sessionMaxDays: number;
   readonly retentionDays: number;
+  /** Finished jobs (sent mail, delivered webhooks) are removed this many days after they finished. */
+  readonly jobRetentionDays: number;
   readonly rateLimitMode: 'enforce' | 'warn';
   readonly rateLimits: RateLimits;
   readonly webhookAllowPrivate: boolean;
@@ -149,6 +154,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     signup: e.SIGNUP,
     sessionMaxDays: e.SESSION_MAX_DAYS,
     retentionDays: e.RETENTION_DAYS,
+    jobRetentionDays: e.JOB_RETENTION_DAYS,
     rateLimitMode: e.RATE_LIMIT_MODE,
     rateLimits: Object.freeze({
       mgmtPerMin: e.RATE_LIMIT_MGMT_PER_MIN,

@@ -6,6 +6,7 @@ import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { RateLimited, Unauthenticated } from '../errors.ts';
 import type { JobQueue } from '../jobs/job-queue.ts';
+import { MAIL_JOB, type MailJob } from '../mail/mail-job.ts';
 import type { RateLimiter } from '../limits/rate-limiter.ts';
 import type { Db } from '../storage/database.ts';
 import type { AuthRepository, LoginCodeRow, SessionRow } from './auth.repository.ts';
@@ -106,7 +107,7 @@ export class AuthService {
     await db.transaction().execute(async (trx) => {
       await auth.invalidateIssuedCodes(trx, email);
       await auth.insertCode(trx, row);
-      await jobs.enqueue(trx, 'mail', {
+      await jobs.enqueue(trx, MAIL_JOB, {
         to: email,
         subject: `Your sign-in code: ${formatCode(code)}`,
         text: [
@@ -117,7 +118,8 @@ export class AuthService {
           '',
           'The code and the link work once, for 10 minutes. If you did not ask to sign in, ignore this mail.',
         ].join('\n'),
-      });
+        secrets: [formatCode(code), linkToken],
+      } satisfies MailJob);
     });
     jobs.kick();
   }
