@@ -36,6 +36,47 @@ async function downloadExport(
 const csv = (dir: string, name: string) =>
   parse<Record<string, string>>(fs.readFileSync(path.join(dir, 'out', name)), { columns: true });
 
+/** An alarm event row as the rule engine writes it: threshold_high on 0..5, peak 9, 30 minutes' grace. */
+function alarmEventRow(
+  owner: {
+    accountId: string;
+    siteId: string;
+    deviceId: string;
+    sensor: { id: string; seq: number };
+    channelId: string;
+  },
+  id: string,
+  startedAt: number,
+  more: Record<string, unknown> = {},
+) {
+  return {
+    id,
+    account_id: owner.accountId,
+    site_id: owner.siteId,
+    device_id: owner.deviceId,
+    sensor_id: owner.sensor.id,
+    channel_id: owner.channelId,
+    sensor_seq: owner.sensor.seq,
+    kind: 'threshold_high' as const,
+    started_at: startedAt,
+    alarm_at: startedAt + 30 * MINUTE,
+    ended_at: null,
+    ok_min: 0,
+    ok_max: 5,
+    peak_value: 9,
+    silenced: 0,
+    acknowledged_at: null,
+    acknowledged_by: null,
+    ack_note: null,
+    withdrawn_at: null,
+    notified_open_at: null,
+    notified_resolved_at: null,
+    created_at: startedAt,
+    updated_at: startedAt,
+    ...more,
+  };
+}
+
 describe.each(DATABASES)('POST /v1/accounts/me/export on %s', (db) => {
   let t: TestCloud;
   let user: SignedIn;
@@ -139,32 +180,9 @@ describe.each(DATABASES)('POST /v1/accounts/me/export on %s', (db) => {
       .selectAll()
       .where('channel_id', '=', channelId)
       .executeTakeFirstOrThrow();
-    const event = (id: string, startedAt: number, more: Record<string, unknown> = {}) => ({
-      id,
-      account_id: user.accountId,
-      site_id: site.id,
-      device_id: device.id,
-      sensor_id: sensor.id,
-      channel_id: channelId,
-      sensor_seq: sensor.seq,
-      kind: 'threshold_high' as const,
-      started_at: startedAt,
-      alarm_at: startedAt + 30 * MINUTE,
-      ended_at: null,
-      ok_min: 0,
-      ok_max: 5,
-      peak_value: 9,
-      silenced: 0,
-      acknowledged_at: null,
-      acknowledged_by: null,
-      ack_note: null,
-      withdrawn_at: null,
-      notified_open_at: null,
-      notified_resolved_at: null,
-      created_at: startedAt,
-      updated_at: startedAt,
-      ...more,
-    });
+    const owner = { accountId: user.accountId, siteId: site.id, deviceId: device.id, sensor, channelId };
+    const event = (id: string, startedAt: number, more: Record<string, unknown> = {}) =>
+      alarmEventRow(owner, id, startedAt, more);
     await t.cloud.services.db
       .insertInto('alarm_events')
       .values([
@@ -230,31 +248,14 @@ describe.each(DATABASES)('POST /v1/accounts/me/export on %s', (db) => {
       .executeTakeFirstOrThrow();
     await t.cloud.services.db
       .insertInto('alarm_events')
-      .values({
-        id: 'evt_formula',
-        account_id: user.accountId,
-        site_id: site.id,
-        device_id: device.id,
-        sensor_id: sensor.id,
-        channel_id: linkChannel,
-        sensor_seq: sensor.seq,
-        kind: 'threshold_low',
-        started_at: NOW - 60 * MINUTE,
-        alarm_at: NOW - 30 * MINUTE,
-        ended_at: null,
-        ok_min: -2.5,
-        ok_max: 5,
-        peak_value: -3.5,
-        silenced: 0,
-        acknowledged_at: null,
-        acknowledged_by: null,
-        ack_note: null,
-        withdrawn_at: null,
-        notified_open_at: null,
-        notified_resolved_at: null,
-        created_at: NOW - 60 * MINUTE,
-        updated_at: NOW - 60 * MINUTE,
-      })
+      .values(
+        alarmEventRow(
+          { accountId: user.accountId, siteId: site.id, deviceId: device.id, sensor, channelId: linkChannel },
+          'evt_formula',
+          NOW - 60 * MINUTE,
+          { kind: 'threshold_low', ok_min: -2.5, peak_value: -3.5 },
+        ),
+      )
       .execute();
     const note = '+1+cmd|" /C calc"!A0\nsecond line';
     const ack = await t.http.post('/v1/events/evt_formula/ack', { note }, { token: user.token });
