@@ -14,10 +14,14 @@ export interface MailJob extends Mail {
   secrets?: string[];
 }
 
-/** The mail with its secrets replaced: what a finished job row keeps. */
+/**
+ * The mail with its secrets replaced: what a finished job row keeps. It runs after the mail went
+ * out, so it must not throw (a throw would send the mail again): anything but a string is kept as is.
+ */
 export function withoutSecrets(job: MailJob): Mail {
-  const secrets = (job.secrets ?? []).filter((s) => s.length > 0);
-  const scrub = (text: string) => secrets.reduce((t, secret) => t.split(secret).join(REDACTED), text);
+  const secrets = (job.secrets ?? []).filter((s) => typeof s === 'string' && s.length > 0);
+  const scrub = (text: string) =>
+    typeof text === 'string' ? secrets.reduce((t, secret) => t.split(secret).join(REDACTED), text) : text;
   return { to: job.to, subject: scrub(job.subject), text: scrub(job.text) };
 }
 
