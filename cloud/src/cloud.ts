@@ -7,7 +7,8 @@ import { withListeningPort, type Config } from './config.ts';
 import type { RouteDef } from './http/route-table.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { buildServices, type Services } from './services.ts';
-import { openDatabase, type OpenOptions } from './storage/database.ts';
+import { createDataDir, warnIfReadableByOthers } from './storage/data-dir.ts';
+import { openDatabase, sqliteFiles, type OpenOptions } from './storage/database.ts';
 import { ensureMeasurementPartitions } from './storage/partitions.ts';
 
 export interface CloudOptions {
@@ -25,6 +26,7 @@ export interface CloudOptions {
 }
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
+const DAY_MICROS = 24 * 3600 * 1_000_000;
 
 /**
  * The cloud process: database (migrated at start), services, HTTP server and background work.
@@ -59,11 +61,13 @@ export class Cloud {
     this.effectiveConfig = config;
     let database;
     try {
+      createDataDir(config.dataDir);
       database = await openDatabase(config.databaseUrl, this.options.database);
     } catch (err) {
       this.server.close();
       throw err;
     }
+    warnIfReadableByOthers([config.dataDir, ...sqliteFiles(config.databaseUrl)], log);
     await ensureMeasurementPartitions(database, clock.nowMicros(), log);
     this.services = buildServices({ config, clock, log, database, jobPollMs: this.options.jobPollMs });
     const { app, routes } = createApp(this.services);
@@ -91,10 +95,11 @@ export class Cloud {
   }
 
   /**
-   * Housekeeping that keeps the shared tables small (expired keys and rate-limit windows) and removes
-   * measurements past RETENTION_DAYS.
+   * Housekeeping that keeps the shared tables small (expired keys, rate-limit windows, jobs finished
+   * more than JOB_RETENTION_DAYS ago) and removes measurements past RETENTION_DAYS.
    */
   async runMaintenance(): Promise<void> {
+    const { clock, config, jobs } = this.services;
     try {
       await this.services.rateLimiter.prune();
       await this.services.idempotency.prune();
@@ -103,6 +108,7 @@ export class Cloud {
         this.services.clock.nowMicros(),
         this.services.log,
       );
+      await jobs.pruneFinished(clock.nowMicros() - config.jobRetentionDays * DAY_MICROS);
     } catch (err) {
       this.services.log.error({ err }, 'maintenance failed');
     }

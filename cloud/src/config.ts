@@ -15,6 +15,8 @@ const port = digits.transform(Number).pipe(z.number().int().min(0).max(65535));
 const positiveInt = digits.transform(Number).pipe(z.number().int().positive());
 const wholeNumber = digits.transform(Number).pipe(z.number().int().min(0));
 const url = z.url({ protocol: /^https?$/ });
+/** A span in whole days, at most ten years (the microseconds it makes stay exact numbers). */
+const days = digits.transform(Number).pipe(z.number().int().min(1).max(3650));
 
 const EnvSchema = z.object({
   PORT: port.default(8080),
@@ -47,7 +49,9 @@ const EnvSchema = z.object({
     .optional(),
   MAIL_FROM: z.string().min(3).default('Sensor Monitoring <no-reply@localhost>'),
   SIGNUP: z.enum(['open', 'closed']).default('open'),
+  SESSION_MAX_DAYS: days.default(30),
   RETENTION_DAYS: positiveInt.default(730),
+  JOB_RETENTION_DAYS: days.default(7),
   RATE_LIMIT_MODE: z.enum(['enforce', 'warn']).default('enforce'),
   RATE_LIMIT_MGMT_PER_MIN: positiveInt.default(600),
   RATE_LIMIT_INGEST_PER_MIN: positiveInt.default(60),
@@ -103,7 +107,11 @@ export interface Config {
   readonly smtpUrl: string | null;
   readonly mailFrom: string;
   readonly signup: 'open' | 'closed';
+  /** A session ends this many days after sign-in, however often it is used. */
+  readonly sessionMaxDays: number;
   readonly retentionDays: number;
+  /** Finished jobs (sent mail, delivered webhooks) are removed this many days after they finished. */
+  readonly jobRetentionDays: number;
   readonly rateLimitMode: 'enforce' | 'warn';
   readonly rateLimits: RateLimits;
   /**
@@ -172,7 +180,9 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     smtpUrl: e.SMTP_URL ?? null,
     mailFrom: e.MAIL_FROM,
     signup: e.SIGNUP,
+    sessionMaxDays: e.SESSION_MAX_DAYS,
     retentionDays: e.RETENTION_DAYS,
+    jobRetentionDays: e.JOB_RETENTION_DAYS,
     rateLimitMode: e.RATE_LIMIT_MODE,
     rateLimits: Object.freeze({
       mgmtPerMin: e.RATE_LIMIT_MGMT_PER_MIN,

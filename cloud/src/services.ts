@@ -26,7 +26,8 @@ import { RateLimiter } from './limits/rate-limiter.ts';
 import type { Logger } from './logger.ts';
 import { MeasurementsRepository } from './measurements/measurements.repository.ts';
 import { MeasurementsService } from './measurements/measurements.service.ts';
-import { Mailer, type Mail } from './mail/mailer.ts';
+import { MAIL_JOB, mailJobHandler } from './mail/mail-job.ts';
+import { Mailer } from './mail/mailer.ts';
 import { AlarmMailAndWebhooks } from './notify/alarm-notifier.ts';
 import { MqttBridge } from './mqtt/mqtt-bridge.ts';
 import { BridgePki } from './pki/pki.ts';
@@ -112,7 +113,7 @@ export function buildServices(deps: {
     log: log.child({ module: 'mail' }),
   });
   const jobs = new JobQueue({ database, clock, log: log.child({ module: 'jobs' }), pollMs: deps.jobPollMs });
-  jobs.register('mail', { run: async (payload) => void (await mailer.send(payload as Mail)) });
+  jobs.register(MAIL_JOB, mailJobHandler(mailer));
   const rateLimiter = new RateLimiter({
     db,
     clock,

@@ -6,6 +6,7 @@ import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { RateLimited, Unauthenticated } from '../errors.ts';
 import type { JobQueue } from '../jobs/job-queue.ts';
+import { MAIL_JOB, type MailJob } from '../mail/mail-job.ts';
 import type { RateLimiter } from '../limits/rate-limiter.ts';
 import type { Db } from '../storage/database.ts';
 import type { AuthRepository, LoginCodeRow, SessionRow } from './auth.repository.ts';
@@ -14,7 +15,9 @@ import { hashSecret } from './secrets.ts';
 /** Without look-alikes (no 0/O, 1/I/L): decisions, "Human login". */
 export const CODE_ALPHABET = 'ABCDEFGHJKMNPQRSTUVWXYZ23456789';
 export const CODE_TTL_MICROS = 10 * 60 * 1_000_000;
-export const SESSION_TTL_MICROS = 30 * 24 * 3600 * 1_000_000;
+const DAY_MICROS = 24 * 3600 * 1_000_000;
+/** Rolling: every request extends a session to this long from now. */
+export const SESSION_TTL_MICROS = 30 * DAY_MICROS;
 export const MAX_CODE_ATTEMPTS = 5;
 const CODES_PER_EMAIL = { limit: 5, windowSeconds: 600 };
 const REQUESTS_PER_IP = { limit: 100, windowSeconds: 600 };
@@ -103,7 +106,7 @@ export class AuthService {
     await db.transaction().execute(async (trx) => {
       await auth.invalidateIssuedCodes(trx, email);
       await auth.insertCode(trx, row);
-      await jobs.enqueue(trx, 'mail', {
+      await jobs.enqueue(trx, MAIL_JOB, {
         to: email,
         subject: `Your sign-in code: ${formatCode(code)}`,
         text: [
@@ -114,7 +117,8 @@ export class AuthService {
           '',
           'The code and the link work once, for 10 minutes. If you did not ask to sign in, ignore this mail.',
         ].join('\n'),
-      });
+        secrets: [formatCode(code), linkToken],
+      } satisfies MailJob);
     });
     jobs.kick();
   }
@@ -183,7 +187,7 @@ export class AuthService {
         secret_hash: hashSecret(secret),
         created_at: now,
         last_seen_at: now,
-        expires_at: now + SESSION_TTL_MICROS,
+        expires_at: Math.min(now + SESSION_TTL_MICROS, sessionEnd(config, now)),
         revoked_at: null,
       };
       await auth.insertSession(trx, session);
@@ -191,13 +195,19 @@ export class AuthService {
     });
   }
 
-  /** The live session for a cookie value, with its expiry rolled forward; null when none. */
+  /**
+   * The live session for a cookie value, with its expiry rolled forward but never past
+   * SESSION_MAX_DAYS after sign-in; null when none (the caller answers 401 `auth_required` for an
+   * idle, an over-age and an unknown session alike).
+   */
   async resolveSession(secret: string): Promise<SessionRow | null> {
-    const { db, clock, auth } = this.deps;
+    const { db, clock, config, auth } = this.deps;
     const now = clock.nowMicros();
     const session = await auth.findLiveSession(db, hashSecret(secret), now);
     if (!session) return null;
-    const expiresAt = now + SESSION_TTL_MICROS;
+    const end = sessionEnd(config, session.created_at);
+    if (end <= now) return null;
+    const expiresAt = Math.min(now + SESSION_TTL_MICROS, end);
     if (now - session.last_seen_at >= SESSION_TOUCH_MICROS)
       await auth.touchSession(db, session.id, now, expiresAt);
     return { ...session, last_seen_at: now, expires_at: expiresAt };
@@ -226,6 +236,11 @@ export class AuthService {
       return revoked;
     });
   }
+}
+
+/** When a session signed in at `createdAt` ends at the latest (SESSION_MAX_DAYS). */
+function sessionEnd(config: Config, createdAt: number): number {
+  return createdAt + config.sessionMaxDays * DAY_MICROS;
 }
 
 function codeInvalid(): Unauthenticated {

@@ -4,10 +4,12 @@ import { SESSION_COOKIE } from './authenticator.ts';
 
 /**
  * The `os_session` cookie with every attribute of the spec's table: Path=/, HttpOnly, Secure,
- * SameSite=Lax, Domain only when DASHBOARD_DOMAIN is set, and a rolling 30-day Max-Age.
+ * SameSite=Lax, Domain only when DASHBOARD_DOMAIN is set, and a rolling 30-day Max-Age (shorter when
+ * SESSION_MAX_DAYS is; the server ends the session at its absolute limit whatever the browser keeps).
  */
 export function sessionCookie(config: Config, secret: string): string {
-  return cookie(config, encodeURIComponent(secret), Math.floor(SESSION_TTL_MICROS / 1_000_000));
+  const maxAgeSeconds = Math.min(SESSION_TTL_MICROS / 1_000_000, config.sessionMaxDays * 24 * 3600);
+  return cookie(config, encodeURIComponent(secret), Math.floor(maxAgeSeconds));
 }
 
 /** The same cookie, expired: the browser drops it. */

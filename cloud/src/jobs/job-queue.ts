@@ -12,10 +12,17 @@ export interface JobHandler {
   run(payload: unknown, job: JobRow): Promise<void>;
   maxAttempts?: number;
   retryDelayMs?: (attempts: number) => number;
+  /**
+   * The payload the job row keeps once the job is done or has failed for good: a run needs all of
+   * it (so a retry can still send), the record must not keep a secret (a mailed sign-in code).
+   */
+  finishedPayload?: (payload: unknown) => unknown;
 }
 
 const LOCK_MICROS = 5 * 60 * 1_000_000;
 const DEFAULT_MAX_ATTEMPTS = 8;
+/** Finished jobs removed per statement, so a long backlog never holds the write lock for long. */
+const PRUNE_BATCH = 1_000;
 
 function defaultRetryDelayMs(attempts: number): number {
   return Math.min(3_600_000, 1000 * 2 ** attempts);
@@ -60,6 +67,30 @@ export class JobQueue {
       })
       .execute();
     return id;
+  }
+
+  /**
+   * Removes jobs that finished (done, or failed for good) before `before`, in batches; answers how
+   * many. Pending and retrying jobs are never removed.
+   */
+  async pruneFinished(before: number): Promise<number> {
+    const { db } = this.deps.database;
+    let removed = 0;
+    for (;;) {
+      const result = await db
+        .deleteFrom('jobs')
+        .where('id', 'in', (eb) =>
+          eb
+            .selectFrom('jobs')
+            .select('id')
+            .where((w) => w.or([w('done_at', '<', before), w('failed_at', '<', before)]))
+            .limit(PRUNE_BATCH),
+        )
+        .executeTakeFirst();
+      const n = Number(result.numDeletedRows);
+      removed += n;
+      if (n < PRUNE_BATCH) return removed;
+    }
   }
 
   /** Asks a started runner to look for work now instead of at its next poll. */
@@ -143,11 +174,17 @@ export class JobQueue {
     const handler = this.handlers.get(job.kind);
     if (!handler) return;
     const log = this.deps.log.child({ job_id: job.id, job_kind: job.kind });
+    let payload: unknown;
+    const finished = () =>
+      handler.finishedPayload && payload !== undefined
+        ? { payload: JSON.stringify(handler.finishedPayload(payload)) }
+        : {};
     try {
-      await handler.run(JSON.parse(job.payload), job);
+      payload = JSON.parse(job.payload);
+      await handler.run(payload, job);
       await db
         .updateTable('jobs')
-        .set({ done_at: this.deps.clock.nowMicros(), locked_until: null, last_error: null })
+        .set({ done_at: this.deps.clock.nowMicros(), locked_until: null, last_error: null, ...finished() })
         .where('id', '=', job.id)
         .execute();
     } catch (err) {
@@ -158,7 +195,7 @@ export class JobQueue {
         log.error({ err, attempts: job.attempts }, 'job failed for good');
         await db
           .updateTable('jobs')
-          .set({ failed_at: now, locked_until: null, last_error: message })
+          .set({ failed_at: now, locked_until: null, last_error: message, ...finished() })
           .where('id', '=', job.id)
           .execute();
       } else {

@@ -44,13 +44,13 @@ export class Mailer extends EventEmitter<{ sent: [SentMail] }> {
     };
     let file: string | null = null;
     if (this.outboxDir) {
-      await fs.mkdir(this.outboxDir, { recursive: true });
+      await fs.mkdir(this.outboxDir, { recursive: true, mode: 0o700 });
       const stamp = new Date().toISOString().replace(/[:.]/g, '-');
       file = path.join(
         this.outboxDir,
         `${stamp}-${info.messageId.replace(/[^A-Za-z0-9]/g, '').slice(0, 24)}.eml`,
       );
-      await fs.writeFile(file, info.message ?? Buffer.alloc(0));
+      await fs.writeFile(file, info.message ?? Buffer.alloc(0), { mode: 0o600 });
       // The local outbox is the embedded default for one machine: its reader is the operator, and the
       // subject (a sign-in code's carrier) in the console saves opening the file.
       this.deps.log.info({ to: mail.to, subject: mail.subject, file }, 'mail written to outbox');

@@ -65,8 +65,20 @@ function withStatementCache(
   };
 }
 
+/** The files of a `sqlite:` database (the database, its -wal and -shm); none for PostgreSQL. */
+export function sqliteFiles(url: string): string[] {
+  if (!url.startsWith('sqlite:')) return [];
+  const file = url.slice('sqlite:'.length);
+  return file === ':memory:' ? [] : [file, `${file}-wal`, `${file}-shm`];
+}
+
 function openSqlite(file: string): Database {
-  if (file !== ':memory:') fs.mkdirSync(path.dirname(file), { recursive: true });
+  if (file !== ':memory:') {
+    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+    // Made here, empty, readable by the service's user only: SQLite gives the -wal and -shm files it
+    // makes the database file's mode. An existing file keeps its mode.
+    fs.closeSync(fs.openSync(file, 'a', 0o600));
+  }
   const sqlite = new BetterSqlite3(file);
   sqlite.pragma('journal_mode = WAL');
   // FULL: a committed transaction survives power loss, not only a process crash (a 200 means stored).

@@ -4,15 +4,74 @@ import ipaddr from 'ipaddr.js';
 import { Unprocessable } from '../errors.ts';
 
 /**
- * Outbound webhooks must not reach the service's own network (decisions, "Clarifications"): a URL
- * whose host is, or resolves to, anything but a public unicast address (loopback, private,
- * link-local, unique-local, carrier-grade NAT, multicast, reserved...) is refused with 422
+ * IPv4 ranges that are not globally reachable, from the IANA IPv4 Special-Purpose Address Registry,
+ * plus multicast and the reserved 240.0.0.0/4 (which holds the broadcast address).
+ */
+const IPV4_NOT_GLOBAL = [
+  '0.0.0.0/8', // "this network"
+  '10.0.0.0/8', // private (RFC 1918)
+  '100.64.0.0/10', // carrier-grade NAT (RFC 6598)
+  '127.0.0.0/8', // loopback
+  '169.254.0.0/16', // link-local
+  '172.16.0.0/12', // private
+  '192.0.0.0/24', // IETF protocol assignments
+  '192.0.2.0/24', // documentation (TEST-NET-1)
+  '192.31.196.0/24', // AS112
+  '192.52.193.0/24', // AMT
+  '192.88.99.0/24', // 6to4 relay anycast (deprecated)
+  '192.168.0.0/16', // private
+  '192.175.48.0/24', // AS112
+  '198.18.0.0/15', // benchmarking (RFC 2544)
+  '198.51.100.0/24', // documentation (TEST-NET-2)
+  '203.0.113.0/24', // documentation (TEST-NET-3)
+  '224.0.0.0/4', // multicast
+  '240.0.0.0/4', // reserved, and 255.255.255.255
+].map((cidr) => ipaddr.IPv4.parseCIDR(cidr));
+
+/**
+ * Global unicast (RFC 4291). Every IPv6 address outside it is something else: loopback, unspecified,
+ * IPv4-compatible (`::7f00:1`), link-local, unique-local, multicast, discard-only or unassigned.
+ */
+const IPV6_GLOBAL_UNICAST = ipaddr.IPv6.parseCIDR('2000::/3');
+
+/** Inside 2000::/3, yet not a host a webhook should reach. */
+const IPV6_NOT_GLOBAL = [
+  '2001::/23', // IETF protocol assignments: Teredo 2001::/32, benchmarking 2001:2::/48, ORCHID...
+  '2001:db8::/32', // documentation
+  '2002::/16', // 6to4: a tunnel to whatever IPv4 address it embeds
+  '3fff::/20', // documentation (RFC 9637)
+].map((cidr) => ipaddr.IPv6.parseCIDR(cidr));
+
+/**
+ * IPv6 forms whose last 32 bits are the IPv4 address actually reached: IPv4-mapped (a dual-stack
+ * socket connects to the IPv4 address) and NAT64's well-known prefix (RFC 6052; an IPv6-only network
+ * with DNS64 reaches every IPv4-only receiver this way). They are judged as that IPv4 address.
+ */
+const IPV6_EMBEDDING_IPV4 = ['::ffff:0:0/96', '64:ff9b::/96'].map((cidr) => ipaddr.IPv6.parseCIDR(cidr));
+
+function isGlobalIpv4(ip: ipaddr.IPv4): boolean {
+  return !IPV4_NOT_GLOBAL.some((range) => ip.match(range));
+}
+
+/**
+ * Outbound webhooks must not reach the service's own network (decisions, "Clarifications"). Only a
+ * globally reachable unicast address passes: an IPv4 address outside every special-purpose range, or
+ * an IPv6 address in 2000::/3 outside Teredo, 6to4, benchmarking and documentation, or an IPv6 form
+ * that embeds a passing IPv4 address. Everything else (loopback, private, link-local, unique-local,
+ * carrier-grade NAT, multicast, reserved, IPv4 hidden in IPv6) is refused with 422
  * `invalid_webhook_url`, at registration and again at each delivery, unless WEBHOOK_ALLOW_PRIVATE.
+ * The tables are explicit rather than ipaddr.js's `range()`, whose names and coverage change
+ * between its versions.
  */
 export function isPublicAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return false;
-  // process(): an IPv4-mapped IPv6 address (::ffff:127.0.0.1) is judged as the IPv4 address it is.
-  return ipaddr.process(address).range() === 'unicast';
+  const ip = ipaddr.parse(address);
+  if (ip.kind() === 'ipv4') return isGlobalIpv4(ip as ipaddr.IPv4);
+  const v6 = ip as ipaddr.IPv6;
+  if (IPV6_EMBEDDING_IPV4.some((range) => v6.match(range))) {
+    return isGlobalIpv4(ipaddr.fromByteArray(v6.toByteArray().slice(12)) as ipaddr.IPv4);
+  }
+  return v6.match(IPV6_GLOBAL_UNICAST) && !IPV6_NOT_GLOBAL.some((range) => v6.match(range));
 }
 
 export function invalidWebhookUrl(message: string): Unprocessable {
@@ -54,7 +113,7 @@ export async function checkWebhookHost(url: URL, allowPrivate: boolean): Promise
   const blocked = addresses.find((a) => !isPublicAddress(a.address));
   if (addresses.length === 0 || blocked) {
     throw invalidWebhookUrl(
-      `the host ${host} resolves to ${blocked?.address ?? 'nothing'}, a loopback, private or link-local address; webhooks must reach a public address (or set WEBHOOK_ALLOW_PRIVATE=true)`,
+      `the host ${host} resolves to ${blocked?.address ?? 'nothing'}, not a public unicast address; webhooks must reach a public address (or set WEBHOOK_ALLOW_PRIVATE=true)`,
     );
   }
 }

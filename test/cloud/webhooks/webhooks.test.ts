@@ -224,6 +224,73 @@ describe.each(DATABASES)('outbound webhooks on %s', (db) => {
     );
   });
 
+  it('accepts only global unicast hosts: IPv4 forms hidden in IPv6, benchmarking, documentation and the like are refused', async () => {
+    w = await rulesWorld(db);
+    const token = { token: w.user.token };
+    const refused = [
+      'http://[::7f00:1]/hook', // IPv4-compatible ::127.0.0.1
+      'http://[::127.0.0.1]/hook',
+      'http://[::a00:1]/hook', // IPv4-compatible 10.0.0.1
+      'http://[::ffff:10.0.0.1]/hook', // IPv4-mapped
+      'http://[::ffff:0:7f00:1]/hook', // IPv4-translated (RFC 6145)
+      'http://[64:ff9b::7f00:1]/hook', // NAT64 of 127.0.0.1
+      'http://[64:ff9b::c0a8:101]/hook', // NAT64 of 192.168.1.1
+      'http://[64:ff9b:1::a00:1]/hook', // local-use NAT64 (RFC 8215)
+      'http://[2002:7f00:1::1]/hook', // 6to4 of 127.0.0.1
+      'http://[2002:5db8:d70e::1]/hook', // 6to4, whatever it embeds
+      'http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/hook', // Teredo
+      'http://[2001:2::1]/hook', // benchmarking
+      'http://[2001:db8::1]/hook', // documentation
+      'http://[3fff::1]/hook', // documentation (RFC 9637)
+      'http://[fc00::1]/hook',
+      'http://[fe80::1]/hook',
+      'http://[ff02::1]/hook',
+      'http://[::]/hook',
+      'http://[100::1]/hook', // discard-only
+      'http://198.18.0.1/hook', // benchmarking 198.18.0.0/15
+      'http://198.19.255.254/hook',
+      'http://100.64.0.1/hook', // carrier-grade NAT
+      'http://100.127.255.254/hook',
+      'http://192.0.0.8/hook',
+      'http://192.0.2.1/hook',
+      'http://198.51.100.7/hook',
+      'http://203.0.113.9/hook',
+      'http://192.88.99.1/hook',
+      'http://172.31.255.1/hook',
+      'http://224.0.0.251/hook',
+      'http://240.0.0.1/hook',
+      'http://255.255.255.255/hook',
+    ];
+    for (const url of refused) {
+      const answer = await w.t.http.post('/v1/webhooks', { url, events: ['alarm.opened'] }, token);
+      expect([url, answer.status, answer.json.error?.code]).toEqual([url, 422, 'invalid_webhook_url']);
+    }
+    // Public addresses stay allowed, NAT64 of a public IPv4 address included (IPv6-only networks).
+    for (const url of [
+      'https://93.184.215.14/hook',
+      'http://100.128.0.1/hook',
+      'http://198.20.0.1/hook',
+      'http://172.32.0.1/hook',
+      'https://[2606:4700:4700::1111]/hook',
+      'https://[64:ff9b::5db8:d70e]/hook',
+    ]) {
+      const answer = await w.t.http.post('/v1/webhooks', { url, events: ['alarm.opened'] }, token);
+      expect([url, answer.status]).toEqual([url, 201]);
+    }
+  });
+
+  it('still lets a self-hosted install (WEBHOOK_ALLOW_PRIVATE) register any address', async () => {
+    w = await rulesWorld(db, { env: { WEBHOOK_ALLOW_PRIVATE: 'true' } });
+    for (const url of ['http://[::7f00:1]/hook', 'http://198.18.0.1/hook', 'http://10.0.0.2/hook']) {
+      const answer = await w.t.http.post(
+        '/v1/webhooks',
+        { url, events: ['alarm.opened'] },
+        { token: w.user.token },
+      );
+      expect([url, answer.status]).toEqual([url, 201]);
+    }
+  });
+
   it('tells device.offline and device.online from the Shelly lwt, and a deleted webhook gets nothing more', async () => {
     w = await rulesWorld(db, { env: { WEBHOOK_ALLOW_PRIVATE: 'true' } });
     const r = await receiver();
