@@ -93,18 +93,26 @@ export class Authenticator {
     };
   }
 
-  /** The session behind an `os_session` cookie (rolled forward), or null. */
-  async session(cookieHeader: string | undefined): Promise<(UserPrincipal & { kind: 'session' }) | null> {
+  /**
+   * The session behind an `os_session` cookie (rolled forward), with what is left of it in
+   * microseconds (the refreshed cookie's Max-Age), or null.
+   */
+  async session(
+    cookieHeader: string | undefined,
+  ): Promise<{ principal: UserPrincipal & { kind: 'session' }; remainingMicros: number } | null> {
     const secret = readCookie(cookieHeader, SESSION_COOKIE);
     if (!secret) return null;
     const session = await this.deps.authService.resolveSession(secret);
     if (!session) return null;
     return {
-      kind: 'session',
-      accountId: session.account_id,
-      userId: session.user_id,
-      sessionId: session.id,
-      scope: 'admin',
+      principal: {
+        kind: 'session',
+        accountId: session.account_id,
+        userId: session.user_id,
+        sessionId: session.id,
+        scope: 'admin',
+      },
+      remainingMicros: session.expires_at - this.deps.clock.nowMicros(),
     };
   }
 }

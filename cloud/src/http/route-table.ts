@@ -219,9 +219,10 @@ async function authenticate(
 /** The cookie's session; every request with it extends the session, so the cookie is sent again. */
 async function sessionOf(req: Request, res: Response, deps: PipelineDeps): Promise<Principal | null> {
   const session = await deps.authenticator.session(req.headers.cookie);
-  if (session)
-    res.append('Set-Cookie', sessionCookie(deps.config, readCookie(req.headers.cookie, SESSION_COOKIE)!));
-  return session;
+  if (!session) return null;
+  const secret = readCookie(req.headers.cookie, SESSION_COOKIE)!;
+  res.append('Set-Cookie', sessionCookie(deps.config, secret, session.remainingMicros));
+  return session.principal;
 }
 
 function checkScope(route: RouteDef, principal: Principal): Principal {
