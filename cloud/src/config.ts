@@ -4,7 +4,7 @@ import proxyaddr from 'proxy-addr';
 import type { PkiConfig } from './pki/pki.ts';
 
 /**
- * The cloud's configuration, read once from the environment at start (ARCHITECTURE.md, "How it
+ * The cloud's configuration, read once from the environment at start (docs/architecture.md, "How it
  * starts"), validated, frozen and injected. Nothing else reads `process.env`.
  */
 

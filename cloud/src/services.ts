@@ -72,7 +72,7 @@ export interface Services {
   sensorsRepository: SensorsRepository;
   sensors: SensorsService;
   ingest: Ingest;
-  /** The rule engine (issue 4): states, alarm events, the tick; started by `Cloud.start()`. */
+  /** The rule engine: states, alarm events, the tick; started by `Cloud.start()`. */
   rules: RuleEngine;
   events: EventsService;
   silences: SilencesService;

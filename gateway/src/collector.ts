@@ -14,7 +14,7 @@ export interface CheckResult {
 export type IdentifyResult = 'sent' | 'unsupported' | 'unreachable';
 
 /**
- * One way in (STYLE.md, "One folder per way in"). The constructor stores its dependencies and does
+ * One way in (one folder per way in: CONTRIBUTING.md). The constructor stores its dependencies and does
  * no I/O; `start` opens the listener, broker, port or subscription; `stop` closes everything it
  * opened, clears every timer and listener, and is safe to call twice.
  */

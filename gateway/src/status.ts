@@ -1,5 +1,5 @@
 /**
- * The gateway's own status in one place (issue 7, design notes): buffer depth and oldest reading
+ * The gateway's own status in one place (docs/design/gateway.md): buffer depth and oldest reading
  * age, uplink state, per-collector counters. Modules hold a reference to their part and update it;
  * `snapshot()` is what the periodic status log line and `--check` print.
  */

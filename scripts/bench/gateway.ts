@@ -9,7 +9,7 @@ import { systemClock } from '../../gateway/src/clock.ts';
 import { freePort, memoryMiB, ROOT, setUpAccount, startServer, tempDir } from './lib.ts';
 
 /**
- * The gateway benchmark (issue 7 targets): the buffer's durable write rate, the drain rate of a
+ * The gateway benchmark (targets in docs/design/gateway.md): the buffer's durable write rate, the drain rate of a
  * backlog of BENCH_GATEWAY_READINGS readings (default 1 million) to a local cloud over the real
  * mutual-TLS MQTT 5 bridge, and the gateway process's RSS with that backlog buffered and while it
  * drains. A reading is one device's temperature and humidity at one time (one queue row, one MQTT

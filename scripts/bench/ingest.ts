@@ -12,7 +12,7 @@ import {
 } from './lib.ts';
 
 /**
- * Ingest throughput (issue 3): requests/s and measurements/s for 1 and 32 measurements per request
+ * Ingest throughput: requests/s and measurements/s for 1 and 32 measurements per request
  * over keep-alive connections, on SQLite and PostgreSQL, against a bare Express route that parses
  * the same JSON and against InfluxDB 1.x (what a user would pick instead: the same measurements as
  * line protocol to its `/write`, from the same 50 devices; `influx.ts`), all measured in this run

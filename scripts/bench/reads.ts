@@ -24,7 +24,7 @@ import {
 } from './lib.ts';
 
 /**
- * Read benchmark (issue 5): one channel with a year of one-minute data (525,600 points), read over
+ * Read benchmark: one channel with a year of one-minute data (525,600 points), read over
  * the whole year at agg=1h and agg=1d through the API, against a plain GROUP BY over the raw rows
  * run on the same database in the same run. Then the account export of EXPORT_POINTS measurements,
  * watching the server's resident memory while the ZIP streams.

@@ -102,7 +102,7 @@ class ChannelCache {
 }
 
 /**
- * The one ingest core every way in ends in (ARCHITECTURE.md, "The data path"): authenticate the
+ * The one ingest core every way in ends in (docs/architecture.md): authenticate the
  * device, count its rate limit, resolve or create its channels with the site vertical's defaults,
  * write with dedup on (device, ts, channel), move last values and the device state, and hand the new
  * points to the rule engine.

@@ -39,7 +39,7 @@ interface Window {
 
 /**
  * Fixed-window counters shared by every replica through one database row per (bucket, window)
- * (ARCHITECTURE.md, "Storage"), written in batches (docs/design/rate-limits.md).
+ * (docs/architecture.md, "Storage"), written in batches (docs/design/rate-limits.md).
  *
  * A hit is decided on this process's view of the window: the row's count as last read plus its own
  * hits not written yet. The first hit of a window in this process, and each hit once fewer than

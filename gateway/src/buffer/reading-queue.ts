@@ -60,7 +60,7 @@ CREATE TABLE IF NOT EXISTS dead_letters (
 `;
 
 /**
- * The gateway's durable outbox (ARCHITECTURE.md, "Gateway process"): an append-only SQLite table in
+ * The gateway's durable outbox (docs/design/gateway.md): an append-only SQLite table in
  * WAL mode with synchronous=FULL, so a committed row survives a power cut. A reading enters it before
  * its source is told "accepted" and leaves only after the cloud's PUBACK.
  *

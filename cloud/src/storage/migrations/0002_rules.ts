@@ -1,7 +1,7 @@
 import type { Migration } from './index.ts';
 
 /**
- * The rule engine (issue 4): alarm events, silence windows, the history of sensor rules, the
+ * The rule engine (docs/design/rules.md): alarm events, silence windows, the history of sensor rules, the
  * engine's per-channel tracker, and outbound webhooks with every delivery attempt.
  *
  * - `sensors.eval_from`/`eval_gen`: ingest lowers `eval_from` to the oldest measurement time it wrote

@@ -1,7 +1,7 @@
 import type { Migration } from './index.ts';
 
 /**
- * Measurement reads (issue 5): rollups maintained at ingest, and the history of device moves.
+ * Measurement reads (docs/design/reads.md): rollups maintained at ingest, and the history of device moves.
  *
  * `measurement_rollups` holds per-hour and per-day aggregates of each channel (`res` is the
  * bucket width in seconds: 3600, 86400). On PostgreSQL pages keep 30% free so the upsert of a

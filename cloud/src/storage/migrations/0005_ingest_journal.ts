@@ -1,7 +1,7 @@
 import type { Migration } from './index.ts';
 
 /**
- * The ingest journal (issue 3, `cloud/src/ingest/ingest.fold.ts`): each ingest group adds one row
+ * The ingest journal (`cloud/src/ingest/ingest.fold.ts`): each ingest group adds one row
  * with the points it wrote, in the same transaction as the raw rows; the fold merges journal rows
  * into the rollups, the channels' last values and the rule engine's marker, and deletes them. Until
  * this migration ingest kept those in its own transaction, so an upgraded database starts with an
