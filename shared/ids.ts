@@ -47,7 +47,7 @@ export type IdPrefix =
   | 'whd'
   | 'lc';
 
-/** A random identifier with 128 bits of entropy, e.g. `dev_4kQ…` (decisions, "General"). */
+/** A random identifier with 128 bits of entropy, e.g. `dev_4kQ…` (docs/api.md). */
 export function newId(prefix: IdPrefix): string {
   return `${prefix}_${randomBase62(16)}`;
 }

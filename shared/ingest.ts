@@ -9,7 +9,7 @@ import {
 import { parseTimestampMicros } from './time.ts';
 
 /**
- * The ingest body (interface spec, "Ingest"), its validation and its error codes, shared by every
+ * The ingest body (docs/api/ingest.md), its validation and its error codes, shared by every
  * way in: the cloud's HTTP and MQTT adapters validate with it, and the gateway validates a reading
  * with it before buffering, so nothing is queued that the cloud would refuse forever.
  */

@@ -1,6 +1,6 @@
 /**
  * Measurement kinds, their default units and the sanity ranges checked at ingest
- * (interface spec, "Measurement (as sent)" and "Sanity ranges checked at ingest").
+ * (docs/api/ingest.md and "Sanity ranges checked at ingest").
  */
 export const MEASUREMENT_KINDS = [
   'temperature',
@@ -61,7 +61,7 @@ export function unitFor(kind: MeasurementKind, unit: string | undefined | null):
 
 /**
  * The range a value is checked against. Ranges apply to the value as sent whatever its unit says,
- * except battery in volts (decisions, "Clarifications").
+ * except battery in volts (docs/api.md).
  */
 export function sanityRange(kind: MeasurementKind, unit: string | undefined | null): SanityRange {
   if (kind === 'battery' && unit === 'V') return BATTERY_VOLTS;

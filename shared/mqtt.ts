@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * The MQTT bridge's wire format (interface spec, "MQTT bridge"; docs/api/mqtt.md), shared by the
+ * The MQTT bridge's wire format (docs/api/mqtt.md), shared by the
  * cloud (which enforces it) and the gateway (which speaks it): topic names, payload schemas and the
  * PUBACK reason codes the cloud answers with.
  *
@@ -94,7 +94,7 @@ export const InfoPayload = z.object({
 });
 export type InfoPayload = z.infer<typeof InfoPayload>;
 
-/** `cmd/identify`: blink for `duration_s` seconds (interface spec, "Limits": 30 s). */
+/** `cmd/identify`: blink for `duration_s` seconds (docs/api.md: 30 s). */
 export const IdentifyCommand = z.object({ duration_s: z.number().int().positive(), at: rfc3339 });
 export type IdentifyCommand = z.infer<typeof IdentifyCommand>;
 

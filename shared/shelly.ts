@@ -6,7 +6,7 @@ import { IngestValidationError, validateTimestamp, type ValidMeasurement } from 
  * The Shelly "URL action" query (`GET /v1/ingest/shelly`, and the gateway's local listener):
  * `temp`, `hum`, `battery`, `signal`, `ts`, `lwt`. Shelly firmware substitutes `$temperature` etc.;
  * a value it could not substitute arrives verbatim (`$temperature`, `${ev.tC}`), or as `nan`/`null`,
- * and is dropped silently (interface spec, "Ingest"; decisions, "Ingest details").
+ * and is dropped silently (docs/api/ingest.md).
  */
 /** The query as the API describes it (OpenAPI); `parseShellyQuery` is the validator. */
 export const ShellyQuerySchema = z.object({
@@ -74,7 +74,7 @@ export function parseShellyQuery(query: Record<string, unknown>, nowMicros: numb
   const hum = shellyNumber(query.hum);
   if (hum !== null) measurements.push(checked('humidity', hum, 'hum'));
   const signal = shellyNumber(query.signal);
-  // Signal and battery only travel with a reading: "at least one of temp, hum" (interface spec).
+  // Signal and battery only travel with a reading: "at least one of temp, hum" (docs/api.md).
   if (measurements.length === 0 && lwt === null) {
     throw new IngestValidationError('no_measurements', 'send temp or hum (a number)', 'temp');
   }
@@ -85,7 +85,7 @@ export function parseShellyQuery(query: Record<string, unknown>, nowMicros: numb
 
 /**
  * Shelly battery: volts for third-generation models or values of at most 6, else percent
- * (decisions, "Ingest details").
+ * (docs/api/ingest.md).
  */
 export function shellyBatteryMeasurement(value: number, modelReportsVolts: boolean): ValidMeasurement {
   const unit = modelReportsVolts || value <= 6 ? 'V' : '%';

@@ -1,6 +1,6 @@
 /**
  * Timestamps on the wire are RFC 3339 with an explicit offset; the service emits UTC with `Z`.
- * Measurement times are integers of microseconds since the epoch (decisions, "General").
+ * Measurement times are integers of microseconds since the epoch (docs/api.md).
  */
 
 const RFC3339 =

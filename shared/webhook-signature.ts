@@ -1,9 +1,9 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 /**
- * The signature of an outbound webhook delivery (interface spec, "Events", item 5):
+ * The signature of an outbound webhook delivery (docs/api/rules.md, item 5):
  * `X-Service-Signature: t=<unix_seconds>,v1=<base64 HMAC-SHA256(secret, "<t>." + raw body)>`.
- * The key is the whole signing secret, `whsec_` included, as UTF-8 (decisions, "Clarifications").
+ * The key is the whole signing secret, `whsec_` included, as UTF-8 (docs/api.md).
  * Receivers use `verifyWebhookSignature`: it rejects a timestamp more than 300 s away from now and
  * compares signatures in constant time.
  */

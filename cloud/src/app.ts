@@ -74,7 +74,7 @@ export function createApp(s: Services): { app: Express; routes: RouteDef[] } {
   });
 
   // Bodies are read raw here and parsed by the route pipeline after authentication, so a request
-  // with a bad token and a bad body is answered 401, not 400 (decisions: 401, 403, 404, then 400).
+  // with a bad token and a bad body is answered 401, not 400 (docs/api.md: 401, 403, 404, then 400).
   app.use(
     express.raw({
       limit: BODY_LIMIT_BYTES,

@@ -1,5 +1,5 @@
 /**
- * The closed set of errors the service answers with (interface spec, "Errors"). Services throw these;
+ * The closed set of errors the service answers with (docs/api.md). Services throw these;
  * the HTTP edge turns them into `{error: {code, message, request_id}}` in one place
  * (`http/error-handler.ts`), and the MQTT edge into PUBACK reason codes.
  */

@@ -17,7 +17,7 @@ export interface Reading {
   measurements: ValidMeasurement[];
 }
 
-/** A device's connection state as the spec's last-will message carries it (interface spec, "MQTT bridge"). */
+/** A device's connection state as the spec's last-will message carries it (docs/api/mqtt.md). */
 export interface DeviceState {
   device: string;
   status: 'online' | 'offline';

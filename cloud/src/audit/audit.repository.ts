@@ -4,7 +4,7 @@ import type { Db } from '../storage/database.ts';
 import { keysetPage } from '../storage/keyset.ts';
 import type { Tables } from '../storage/schema.ts';
 
-/** Audit kinds (decisions, "Account export and audit"). */
+/** Audit kinds (docs/api/reads.md). */
 export type AuditKind =
   | 'threshold.changed'
   | 'sensor.recomputed'

@@ -4,7 +4,7 @@ import type { Tables } from '../storage/schema.ts';
 export type LoginCodeRow = Tables['login_codes'];
 export type SessionRow = Tables['sessions'];
 
-/** Magic-link codes and sessions (interface spec, "Magic-link code" and "Session" state tables). */
+/** Magic-link codes and sessions (docs/api/auth.md). */
 export class AuthRepository {
   /** Any earlier code for the same e-mail still in its window becomes unusable. */
   async invalidateIssuedCodes(db: Db, email: string): Promise<void> {

@@ -22,7 +22,7 @@ function sessionBody(created: NewSession) {
   };
 }
 
-/** Human login by magic link (interface spec, "Authentication endpoints"). */
+/** Human login by magic link (docs/api/auth.md). */
 export function authRoutes(s: Services): RouteDef[] {
   const { authService, config } = s;
   return [

@@ -12,7 +12,7 @@ import type { Db } from '../storage/database.ts';
 import type { AuthRepository, LoginCodeRow, SessionRow } from './auth.repository.ts';
 import { hashSecret } from './secrets.ts';
 
-/** Without look-alikes (no 0/O, 1/I/L): decisions, "Human login". */
+/** Without look-alikes (no 0/O, 1/I/L): docs/api/auth.md. */
 export const CODE_ALPHABET = 'ABCDEFGHJKMNPQRSTUVWXYZ23456789';
 export const CODE_TTL_MICROS = 10 * 60 * 1_000_000;
 const DAY_MICROS = 24 * 3600 * 1_000_000;
@@ -54,8 +54,7 @@ function codeHash(codeId: string, code: string): string {
 }
 
 /**
- * Magic-link login: codes, the e-mailed link, sessions, sign-out (interface spec, "Human (dashboard)
- * login", and the state tables for codes and sessions).
+ * Magic-link login: codes, the e-mailed link, sessions, sign-out (docs/api/auth.md).
  */
 export class AuthService {
   constructor(

@@ -12,7 +12,7 @@ export const WEBHOOK_TOKEN_PREFIX = 'whk_';
 export const SESSION_COOKIE = 'os_session';
 
 /**
- * Turns credentials into a Principal (interface spec, "Machine authentication"; decisions, "Tokens").
+ * Turns credentials into a Principal (docs/api/auth.md).
  * Management routes take user tokens; ingest routes take device tokens; a token of the other kind is
  * 403 `forbidden`, a missing one 401 `auth_required` (ingest: `token_invalid`), a wrong one 401.
  */

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 
 /**
  * Secrets (tokens, session cookies, login codes) are stored only as SHA-256 hashes: they are random
- * and long, so a fast hash is enough (decisions, "Tokens"). Lookups go by hash, so the comparison that
+ * and long, so a fast hash is enough (docs/api/auth.md). Lookups go by hash, so the comparison that
  * matters is the database's index probe; `sameSecret` is for the few places that compare in memory.
  */
 export function hashSecret(secret: string): string {

@@ -38,7 +38,7 @@ function principal(d: DeviceRow): DevicePrincipal {
 }
 
 /**
- * Which device a topic names (decisions, "MQTT bridge"): a `dev_` id of the account, else a
+ * Which device a topic names (docs/api/mqtt.md): a `dev_` id of the account, else a
  * `local_id` on the bridge's site, else a new device on that site (`mqtt-generic`, or the model of its
  * `info` message). Also the device metadata an `info` message carries.
  */

@@ -11,9 +11,9 @@ const CreateBridge = z.strictObject({ site_id: z.string().min(1), name });
 const ListBridges = z.object(pageQuerySchema);
 
 /**
- * MQTT bridges (decisions, "MQTT bridge"; docs/api/mqtt.md). Creating and deleting one needs the
+ * MQTT bridges (docs/api/mqtt.md). Creating and deleting one needs the
  * admin scope: a bridge certificate is a credential into the account, like a token or an
- * integration, which `write` does not manage (decisions, "Tokens").
+ * integration, which `write` does not manage (docs/api/auth.md).
  */
 export function bridgeRoutes(s: Services): RouteDef[] {
   const { db, bridges, bridgesRepository, sites } = s;
@@ -35,7 +35,7 @@ export function bridgeRoutes(s: Services): RouteDef[] {
       handler: async (req) => {
         const user = userOf(req.ctx);
         const raw = req.body as { site_id?: unknown } | undefined;
-        // 404 before 400 (decisions, "General"): a foreign site is not found whatever else is wrong.
+        // 404 before 400 (docs/api.md): a foreign site is not found whatever else is wrong.
         if (typeof raw?.site_id === 'string' && !(await sites.find(db, user.accountId, raw.site_id))) {
           throw notFound('site');
         }

@@ -18,7 +18,7 @@ export interface CreatedBridge {
 }
 
 /**
- * MQTT bridges (decisions, "MQTT bridge"): each is a client certificate for one site of an account,
+ * MQTT bridges (docs/api/mqtt.md): each is a client certificate for one site of an account,
  * issued once with its key (which is not kept), listed with its live state, and revoked on delete.
  */
 export class BridgesService {

@@ -110,7 +110,7 @@ export function deviceRoutes(s: Services): RouteDef[] {
       handler: async (req) => {
         const user = userOf(req.ctx);
         const raw = req.body as { site_id?: unknown } | undefined;
-        // 404 before 400 (decisions, "General"): a foreign site is not found whatever else is wrong.
+        // 404 before 400 (docs/api.md): a foreign site is not found whatever else is wrong.
         if (typeof raw?.site_id === 'string' && !(await sites.find(db, user.accountId, raw.site_id))) {
           throw notFound('site');
         }

@@ -22,7 +22,7 @@ function localIdTaken(): Conflict {
   return new Conflict('local_id_taken', 'another device on this site already has that local_id');
 }
 
-/** Devices and their ingest tokens (interface spec, "Devices"; decisions, "Devices"). */
+/** Devices and their ingest tokens (docs/api/resources.md). */
 export class DevicesService {
   constructor(
     private readonly deps: {

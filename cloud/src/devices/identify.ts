@@ -2,7 +2,7 @@ import type { BridgeConnections } from '../mqtt/mqtt-bridge.ts';
 import { findModel } from './models.ts';
 import type { DeviceRow } from './devices.repository.ts';
 
-/** `POST /v1/devices/{id}/identify` answers 202 with one of these (decisions, "Devices"). */
+/** `POST /v1/devices/{id}/identify` answers 202 with one of these (docs/api/resources.md). */
 export type IdentifyStatus = 'sent' | 'unsupported' | 'unreachable';
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The supported device models (decisions, "Devices"). `identify` says whether `cmd/identify` (or an
+ * The supported device models (docs/api/resources.md). `identify` says whether `cmd/identify` (or an
  * equivalent downlink) makes the device blink.
  */
 export type IngestUrlKind = 'https_post' | 'shelly_get' | 'mqtt' | 'lorawan';
@@ -9,7 +9,7 @@ export interface DeviceModel {
   vendor: string;
   ingest_url_kind: IngestUrlKind;
   identify: boolean;
-  /** Third-generation Shelly devices report battery in volts (decisions, "Ingest details"). */
+  /** Third-generation Shelly devices report battery in volts (docs/api/ingest.md). */
   batteryInVolts?: boolean;
 }
 

@@ -30,7 +30,7 @@ export function deviceMoveRoutes(s: Services): RouteDef[] {
       handler: async (req) => {
         const user = userOf(req.ctx);
         const deviceId = param(req, 'device_id');
-        // 404 before 400 (decisions, "General"): the device, then a foreign target site.
+        // 404 before 400 (docs/api.md): the device, then a foreign target site.
         await devices.get(user.accountId, deviceId);
         const raw = req.body as { to_site_id?: unknown } | undefined;
         if (typeof raw?.to_site_id === 'string' && !(await sites.find(db, user.accountId, raw.to_site_id)))

@@ -92,7 +92,7 @@ function localIdTaken(): Conflict {
 }
 
 /**
- * `POST /v1/devices/{id}/move` (interface spec, "Devices"; decisions, "Devices"). A move is a row in
+ * `POST /v1/devices/{id}/move` (docs/api/resources.md). A move is a row in
  * `device_moves`; `devices.site_id` is the site at the current time, so a move whose `effective_at`
  * lies in the future is applied by a job at that time (and by any later `applyDue`).
  */

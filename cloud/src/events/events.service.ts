@@ -9,7 +9,7 @@ import type { WebhooksService } from '../webhooks/webhooks.service.ts';
 import type { EventFilter, EventsRepository } from './events.repository.ts';
 import { eventView, type AlarmEventRow } from './events.view.ts';
 
-/** Alarm events as people read and acknowledge them (decisions, "Sensors, rules and states"). */
+/** Alarm events as people read and acknowledge them (docs/api/rules.md). */
 export class EventsService {
   constructor(
     private readonly deps: {

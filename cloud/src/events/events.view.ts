@@ -4,8 +4,7 @@ import type { Tables } from '../storage/schema.ts';
 export type AlarmEventRow = Tables['alarm_events'];
 
 /**
- * An alarm event as the API, the webhooks and the export show it (decisions, "Sensors, rules and
- * states"), plus `alarm_at`, `withdrawn_at`, `created_at` and `updated_at`.
+ * An alarm event as the API, the webhooks and the export show it (docs/api/rules.md), plus `alarm_at`, `withdrawn_at`, `created_at` and `updated_at`.
  * `state` is `open` until the condition ends (or the data no longer supports the event).
  */
 export function eventView(e: AlarmEventRow) {

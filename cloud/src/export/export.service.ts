@@ -21,7 +21,7 @@ interface Column {
   description: string;
 }
 
-/** The column schemas, written to meta.json (decisions, "Account export and audit"). */
+/** The column schemas, written to meta.json (docs/api/reads.md). */
 export const EXPORT_COLUMNS: Record<'measurements.csv' | 'events.csv' | 'audit.csv', Column[]> = {
   'measurements.csv': [
     { name: 'ts', type: 'timestamp', description: 'RFC 3339 UTC with microseconds' },

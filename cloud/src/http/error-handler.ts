@@ -81,7 +81,7 @@ export function errorBody(err: ApiError, requestId: string): ErrorBody {
   };
 }
 
-/** The one place an error becomes `{error: {code, message, request_id}}` (interface spec, "Errors"). */
+/** The one place an error becomes `{error: {code, message, request_id}}` (docs/api.md). */
 export function errorHandler(log: Logger): ErrorRequestHandler {
   return (err: unknown, req, res, _next) => {
     const apiError = toApiError(err);

@@ -7,7 +7,7 @@ import { rateFamily, requiredScope, type RouteDef } from './route-table.ts';
  * with, so the reference cannot drift from the code. Served at `GET /v1/openapi.json`.
  */
 
-/** The HTTP status of every error code (interface spec, "Errors"; decisions). */
+/** The HTTP status of every error code (docs/api.md). */
 const STATUS_OF: Record<string, number> = {
   bad_json: 400,
   invalid_request: 400,

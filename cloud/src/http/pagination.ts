@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { InvalidRequest } from '../errors.ts';
 
 /**
- * Cursor pagination (interface spec, "Pagination"): `limit` 1..500 (default 100), an opaque `cursor`,
+ * Cursor pagination (docs/api.md): `limit` 1..500 (default 100), an opaque `cursor`,
  * and `{data, next_cursor, has_more}`. A cursor is the sort key of the last row, base64url-encoded:
  * every list here is ordered by an integer time and then the id (see `storage/keyset.ts`).
  */

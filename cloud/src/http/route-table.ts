@@ -18,7 +18,7 @@ import { errorBody, refuseNul, toApiError, type ErrorBody } from './error-handle
 
 /**
  * Every endpoint is declared as data: method, path, who may call it and what it does. The pipeline
- * below runs the same steps for each, in the order the decisions file fixes (401, 403, rate limit,
+ * below runs the same steps for each, in the order docs/api.md fixes (401, 403, rate limit,
  * then the handler's 404/400/409/422), and tests enumerate the table so no route escapes them.
  */
 export type AuthMode =
@@ -336,7 +336,7 @@ function isWithheld(body: unknown): boolean {
 }
 
 /**
- * A replayed error carries this request's id, like its `X-Request-Id` (decisions, "General"); the
+ * A replayed error carries this request's id, like its `X-Request-Id` (docs/api.md); the
  * status, code and message are the first answer's.
  */
 function withRequestId(status: number, body: unknown, requestId: string): unknown {

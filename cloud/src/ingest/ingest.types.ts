@@ -7,7 +7,7 @@ import type { RollupDelta } from '../measurements/rollups.ts';
 /**
  * One ingest request as every protocol adapter hands it to the IngestCore: credentials, the device
  * it names, its validated measurements, and any validation error, which is only reported once
- * authentication and the rate limit have been applied (decisions: 401, 403, then 400/422).
+ * authentication and the rate limit have been applied (docs/api.md: 401, 403, then 400/422).
  */
 export interface IngestItem {
   /** A device token's hash (checked in the unit of work), or a device the caller already authenticated. */

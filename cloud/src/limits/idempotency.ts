@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Clock } from '../clock.ts';
 import { isUniqueViolation, type Db } from '../storage/database.ts';
 
-/** How long a key is remembered (interface spec, "Other limits and constants"). */
+/** How long a key is remembered (docs/api.md). */
 export const IDEMPOTENCY_TTL_MICROS = 24 * 3600 * 1_000_000;
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 128;
 

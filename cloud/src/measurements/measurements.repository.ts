@@ -52,7 +52,7 @@ export interface RollupRow extends Aggregate {
 export class MeasurementsRepository {
   /**
    * A channel of the account whose data is still kept: its device is live, or was deleted after
-   * `deletedAfter` (decisions, "Devices": a deleted device's channels stay readable until retention).
+   * `deletedAfter` (docs/api/resources.md: a deleted device's channels stay readable until retention).
    */
   async findChannel(
     db: Db,

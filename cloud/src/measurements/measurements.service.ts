@@ -39,7 +39,7 @@ const RAW_CHUNK = 1_000;
 const BUCKET_CHUNK = 10_000;
 
 /**
- * Measurement reads (decisions, "Measurements (read)"): raw points, or buckets aligned to UTC epoch
+ * Measurement reads (docs/api/reads.md): raw points, or buckets aligned to UTC epoch
  * multiples and stamped with their start, `from` inclusive and `to` exclusive, empty buckets left out.
  * Aggregates are merged from rollups (`rollups.ts`), so a year at `1d` reads a few hundred rows.
  */

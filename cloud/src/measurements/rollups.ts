@@ -7,8 +7,8 @@ import { ROLLUP_GROUP_SHIFT } from '../storage/layout.ts';
  * of scanning raw rows; an aggregate over any range is the merge of the rollups that tile its aligned
  * middle and of finer rollups or raw points at its edges (`tile`), so answers are exact.
  *
- * Buckets are aligned to UTC epoch multiples of their width (interface spec; decisions,
- * "Measurements (read)"): the bucket of `ts` at width `w` starts at `floor(ts / w) * w`.
+ * Buckets are aligned to UTC epoch multiples of their width (docs/api/reads.md): the
+ * bucket of `ts` at width `w` starts at `floor(ts / w) * w`.
  */
 
 /**

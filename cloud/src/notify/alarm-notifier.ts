@@ -9,7 +9,7 @@ import type { WebhooksService } from '../webhooks/webhooks.service.ts';
 import { alarmMail, type AlarmContext } from './alarm-mail.ts';
 
 /**
- * Tells people about alarms (decisions, "Notifications and outbound webhooks"): an e-mail to every
+ * Tells people about alarms (docs/api/rules.md): an e-mail to every
  * user of the account and `alarm.opened` / `alarm.resolved` to the webhooks subscribed. Everything is
  * queued in the rule engine's transaction (mail jobs, webhook deliveries), so an alarm that was
  * recorded is announced even if the process dies right after. A withdrawn alarm that had been

@@ -7,7 +7,7 @@ import { bucketStart } from '../measurements/rollups.ts';
 import type { Db } from '../storage/database.ts';
 
 /**
- * Retention (decisions, "Devices": data stays `RETENTION_DAYS`, default 730). The cutoff is rounded
+ * Retention (docs/api/resources.md: data stays `RETENTION_DAYS`, default 730). The cutoff is rounded
  * down to a UTC day, so every rollup bucket lies wholly on one side of it and rollups stay exact:
  * data is kept at least `RETENTION_DAYS` and at most one day longer.
  */

@@ -6,7 +6,7 @@ import { graceMicros, noDataMicros, type Rule, type RuleTimeline } from './timel
  * Because nothing here depends on arrival order, late, out-of-order and replayed data give the same
  * events; the database's uniqueness per (channel, kind, started_at) makes writing them idempotent.
  *
- * Definitions (decisions, "Sensors, rules and states", and docs/design/rules.md):
+ * Definitions (docs/api/rules.md, and docs/design/rules.md):
  * - A sample is judged by the rule in force at its `ts`: above `ok_max` is high, below `ok_min` low,
  *   otherwise ok; under a disabled rule it is "off" (no judgement).
  * - An excursion is a run of consecutive high (or low) samples. It starts at its first sample and
@@ -169,7 +169,7 @@ export function firstUncovered(from: number, to: number, windows: readonly Inter
   }
 }
 
-/** The sensor state at `now`, first match wins (decisions, "Sensors, rules and states"). */
+/** The sensor state at `now`, first match wins (docs/api/rules.md). */
 export function stateAt(
   tail: Seed,
   timeline: RuleTimeline,

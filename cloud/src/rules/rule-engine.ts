@@ -494,7 +494,7 @@ export class RuleEngine implements RuleChangeListener {
   }
 
   /**
-   * Which notifications an event is due (decisions: silence windows suppress notifications for the
+   * Which notifications an event is due (docs/api.md: silence windows suppress notifications for the
    * window only). Opened: the alarm has begun and some moment of it lies outside every silence
    * window, up to now; an event silenced throughout is never announced. Resolved: after an opened
    * notification, once it ended or was withdrawn.

@@ -1,6 +1,6 @@
 import { MICROS_PER_MINUTE } from '../../../shared/time.ts';
 
-/** A sensor's simple rule (decisions, "Sensors, rules and states"). */
+/** A sensor's simple rule (docs/api/rules.md). */
 export interface Rule {
   okMin: number;
   okMax: number;

@@ -5,7 +5,7 @@ import type { UserPrincipal } from '../http/context.ts';
 import type { Db } from '../storage/database.ts';
 import type { SensorRow, SensorsRepository } from './sensors.repository.ts';
 
-/** The longest grace a sensor may have without a raised limit (interface spec, "Other limits"). */
+/** The longest grace a sensor may have without a raised limit (docs/api.md). */
 export const MAX_GRACE_MIN = 360;
 
 export interface RulePatch {

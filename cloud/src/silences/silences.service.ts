@@ -28,7 +28,7 @@ export function silenceView(s: SilenceRow) {
 }
 
 /**
- * Silence windows (decisions, "Sensors, rules and states"): while one covers the current time the
+ * Silence windows (docs/api/rules.md): while one covers the current time the
  * sensor is `silent` and its alarms are recorded with `silenced: true` but announced to nobody.
  * They suppress notifications for the window only: an alarm that outlasts the window is announced
  * when the window ends. Creating and ending one is audit-logged.

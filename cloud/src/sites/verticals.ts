@@ -2,7 +2,7 @@ import { sanityRange, type MeasurementKind } from '../../../shared/kinds.ts';
 
 /**
  * Site verticals and the rule each gives to channels created on its devices
- * (decisions, "Sites": the table of verticals). "off" = rule disabled, bounds = the sanity range.
+ * (docs/api/resources.md: the table of verticals). "off" = rule disabled, bounds = the sanity range.
  */
 export const VERTICALS = [
   'food_service',

@@ -12,7 +12,7 @@ export const SCOPES = ['read', 'write', 'admin'] as const;
 /** Tokens older than this are flagged `consider_rotating` (advisory; they keep working). */
 export const ROTATE_AFTER_MICROS = 365 * 24 * 3600 * 1_000_000;
 
-/** User API tokens (`ua_live_`): decisions, "Tokens". */
+/** User API tokens (`ua_live_`): docs/api/auth.md. */
 export class TokensService {
   constructor(
     private readonly deps: { db: Db; clock: Clock; tokens: TokensRepository; audit: AuditRepository },

@@ -54,7 +54,7 @@ function isGlobalIpv4(ip: ipaddr.IPv4): boolean {
 }
 
 /**
- * Outbound webhooks must not reach the service's own network (decisions, "Clarifications"). Only a
+ * Outbound webhooks must not reach the service's own network (docs/api.md). Only a
  * globally reachable unicast address passes: an IPv4 address outside every special-purpose range, or
  * an IPv6 address in 2000::/3 outside Teredo, 6to4, benchmarking and documentation, or an IPv6 form
  * that embeds a passing IPv4 address. Everything else (loopback, private, link-local, unique-local,

@@ -9,7 +9,7 @@ import type { Db } from '../storage/database.ts';
 import { checkWebhookHost, guardedLookup } from './url-guard.ts';
 import type { WebhooksRepository } from './webhooks.repository.ts';
 
-/** Deliveries are retried for this long after they were queued (decisions: "for 24 hours"). */
+/** Deliveries are retried for this long after they were queued (docs/api.md: "for 24 hours"). */
 export const RETRY_WINDOW_MICROS = 24 * MICROS_PER_HOUR;
 const TIMEOUT_MS = 10_000;
 

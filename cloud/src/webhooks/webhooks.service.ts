@@ -11,7 +11,7 @@ import type { Db } from '../storage/database.ts';
 import { checkWebhookHost, parseWebhookUrl } from './url-guard.ts';
 import type { WebhookRow, WebhooksRepository } from './webhooks.repository.ts';
 
-/** Event types a webhook can subscribe to (decisions, "Notifications and outbound webhooks"). */
+/** Event types a webhook can subscribe to (docs/api/rules.md). */
 export const WEBHOOK_EVENT_TYPES = [
   'alarm.opened',
   'alarm.resolved',

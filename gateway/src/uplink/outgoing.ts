@@ -16,7 +16,7 @@ interface WireMeasurement {
 }
 
 /**
- * Turns queued rows (oldest first) into bridge messages (interface spec, "MQTT bridge"):
+ * Turns queued rows (oldest first) into bridge messages (docs/api/mqtt.md):
  * readings of one device with the same `ts` share one measurement payload of up to 32
  * measurements, to cut messages; a (type, label) seen twice starts a new payload so no message
  * carries the same content key twice. States go to `.../lwt` and info to `.../info`, both retained.

@@ -8,7 +8,7 @@ import type { GatewayStatus } from '../status.ts';
 import { endWithin } from '../mqtt-end.ts';
 import { buildMessages, type OutgoingMessage } from './outgoing.ts';
 
-/** PUBACK reason codes that mean "this payload will never be accepted" (decisions, "MQTT bridge"). */
+/** PUBACK reason codes that mean "this payload will never be accepted" (docs/api/mqtt.md). */
 const PERMANENT_REFUSALS = new Set([0x83, 0x99]);
 
 export interface UplinkDeps {

@@ -7,7 +7,7 @@ import { auditOf, createDevice, createSite } from '../../helpers/fixtures.ts';
 const TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/;
 const BASE_URL = 'https://monitor.example.com';
 
-/** Every supported model of decisions.md, "Devices", with its vendor, URL kind and identify support. */
+/** Every supported model of docs/api/resources.md, with its vendor, URL kind and identify support. */
 const MODELS = [
   { model: 'shelly-ht-gen1', vendor: 'Shelly', ingest_url_kind: 'shelly_get', identify: false },
   { model: 'shelly-plus-ht', vendor: 'Shelly', ingest_url_kind: 'mqtt', identify: true },
@@ -23,7 +23,7 @@ const MODELS = [
   { model: 'gateway-pi', vendor: 'Raspberry Pi', ingest_url_kind: 'mqtt', identify: true },
 ];
 
-/** The complete Shelly GET URL a user pastes into the device (decisions, "Devices"). */
+/** The complete Shelly GET URL a user pastes into the device (docs/api/resources.md). */
 function shellyUrl(token: string, localId: string): string {
   return (
     `${BASE_URL}/v1/ingest/shelly?token=${token}&device=${encodeURIComponent(localId)}` +

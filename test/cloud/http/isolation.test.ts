@@ -393,7 +393,7 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
     for (const route of routes) {
       const probe = PROBES[routeKey(route)];
       if (!probe) continue;
-      // the cookie is a valid credential on POST /v1/tokens only (interface spec, "Session cookie")
+      // the cookie is a valid credential on POST /v1/tokens only (docs/api/auth.md)
       if (auth === 'cookie' && route.auth === 'user-or-session') continue;
       const answer = await probe.call(w, options);
       expect([routeKey(route), answer.status, answer.json?.error?.code]).toEqual([

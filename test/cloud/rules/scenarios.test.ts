@@ -3,7 +3,7 @@ import { DATABASES } from '../../helpers/databases.ts';
 import { alarmMails, at, MINUTE, rulesWorld, T0, type RulesWorld } from './world.ts';
 
 /**
- * The rule engine as a fridge owner meets it (decisions, "Sensors, rules and states"), with a clock
+ * The rule engine as a fridge owner meets it (docs/api/rules.md), with a clock
  * that moves only when the test says: food service, 0..5 °C, grace 30 min, no data after 60 min.
  */
 describe.each(DATABASES)('rule engine scenarios on %s', (db) => {

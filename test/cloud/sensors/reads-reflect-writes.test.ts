@@ -6,7 +6,7 @@ import { createDevice, createSite, shellyActionUrl, type CreatedDevice } from '.
 import { closeClient, connectBridge, createBridge, publish } from '../../helpers/mqtt.ts';
 
 /**
- * Reads reflect writes (decisions, "Sensors, rules and states"): once an ingest, a rule change or a
+ * Reads reflect writes (docs/api/rules.md): once an ingest, a rule change or a
  * silence has been answered, the very next read of the sensor shows its effect, with `state`,
  * `last_value` and `last_ts` agreeing. Every read here follows its write at once, well within the
  * rule engine's own 1 s kick delay, so none of them can be satisfied by a background pass.

@@ -23,7 +23,7 @@ export interface LocalBridgeOptions {
 }
 
 /**
- * A stand-in for the cloud's MQTT bridge that follows its contract (interface spec, "MQTT bridge";
+ * A stand-in for the cloud's MQTT bridge that follows its contract (docs/api/mqtt.md;
  * reference/aedes-mqtt5.md): aedes on a TLS server requiring a client certificate of the test CA,
  * MQTT 5 only, publishes confined to `service/<CN>/`, PUBACK only after the message is recorded.
  * It records what arrives, in order, and can refuse a message with a chosen reason code.

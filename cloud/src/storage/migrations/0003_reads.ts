@@ -10,7 +10,7 @@ import type { Migration } from './index.ts';
  * side, so one ingest commit dirties about one page per group and level, not one per channel.
  * `first_ts`/`last_ts` are kept so late data can replace the first or last value of a bucket.
  *
- * `device_moves` records each move (decisions, "Devices": `ts < effective_at` belongs to the old
+ * `device_moves` records each move (docs/api/resources.md: `ts < effective_at` belongs to the old
  * site). `applied_at` is set once `devices.site_id` shows the new site (at once for a past
  * `effective_at`, by a job at `effective_at` otherwise).
  */

@@ -5,7 +5,7 @@ import {
 } from '../../../../shared/ingest.ts';
 
 /**
- * Maps a decoded LoRaWAN payload object to measurements (decisions, "Inbound integrations": "known
+ * Maps a decoded LoRaWAN payload object to measurements (docs/api.md: "known
  * field names mapped to types"). Two shapes are understood:
  *
  * - flat objects from vendor codecs, e.g. Dragino LHT65 `{BatV: 3.05, TempC_SHT: 21.3, Hum_SHT: 45.1,
