@@ -31,6 +31,7 @@ import {
   keepResumableSession,
   peerOf,
   refuseUnlessMqtt5,
+  releaseForLaterAnswer,
   rememberPeer,
   scopeClientId,
   stripWillDelay,
@@ -43,6 +44,12 @@ export const BRIDGE_SESSION_SECONDS = 3600;
 const SWEEP_MS = 15_000;
 /** Identify makes the LED blink this long (interface spec, "Limits"). */
 export const IDENTIFY_SECONDS = 30;
+/**
+ * QoS 1 publishes of one connection that may wait for their commit while aedes reads the next ones;
+ * beyond this, a publish holds aedes' callback until it is answered, and aedes stops reading that
+ * socket (TCP flow control) until then.
+ */
+export const MAX_UNANSWERED_PER_CONNECTION = 1024;
 
 /** What happens to one PUBLISH once it has been handled. */
 type Decision =
@@ -57,6 +64,8 @@ interface Connection {
   identity: BridgeIdentity;
   /** Answers go out in the order the PUBLISHes came (MQTT-4.6.0-2), even though they run in parallel. */
   tail: Promise<void>;
+  /** QoS 1 publishes released to aedes (`releaseForLaterAnswer`) and not answered yet. */
+  unanswered: number;
 }
 
 /** What the device routes and the bridges service need to know about live connections. */
@@ -230,6 +239,7 @@ export class MqttBridge implements BridgeConnections {
     this.identities.set(client, {
       identity: { bridgeId: bridge.id, accountId: bridge.account_id, siteId: bridge.site_id },
       tail: Promise.resolve(),
+      unanswered: 0,
     });
     return null;
   }
@@ -326,6 +336,12 @@ export class MqttBridge implements BridgeConnections {
     return capQos(packet);
   }
 
+  /**
+   * Every publish is decided at once (publishes of one connection are worked on together and share
+   * the ingest core's groups); the answers go out in the order the PUBLISHes came. A QoS 1 publish is
+   * released to aedes before it is decided, so aedes reads the connection's next packets meanwhile,
+   * and its PUBACK is written here after the commit (docs/design/mqtt.md, "A PUBACK means committed").
+   */
   private authorizePublish(
     client: Client | null,
     packet: PublishPacket,
@@ -338,27 +354,41 @@ export class MqttBridge implements BridgeConnections {
       return;
     }
     const receivedAt = this.deps.clock.nowMicros();
-    const decided = this.track(this.decide(client, conn.identity, packet, receivedAt));
+    const decided = this.track(
+      this.decide(client, conn.identity, packet, receivedAt).catch((err: unknown): Decision => {
+        this.deps.log.error(
+          { err, bridge_id: conn.identity.bridgeId, topic: packet.topic },
+          'MQTT publish failed',
+        );
+        return { kind: 'answer', ...publishAnswerFor(err) };
+      }),
+    );
+    if (packet.qos === 0) {
+      // No answer, so no place in the order of answers.
+      void decided.then((decision) => this.apply(client, packet, decision, cb));
+      return;
+    }
+    const released = packet.qos === 1 && !isWill(packet) && conn.unanswered < MAX_UNANSWERED_PER_CONNECTION;
+    if (released) {
+      conn.unanswered++;
+      releaseForLaterAnswer(packet, cb);
+    }
     const previous = conn.tail;
     conn.tail = this.track(
       (async () => {
-        let decision: Decision;
-        try {
-          decision = await decided;
-        } catch (err) {
-          this.deps.log.error(
-            { err, bridge_id: conn.identity.bridgeId, topic: packet.topic },
-            'MQTT publish failed',
-          );
-          const answer = publishAnswerFor(err);
-          decision = { kind: 'answer', ...answer };
-        }
+        const decision = await decided;
         await previous;
-        this.apply(client, packet, decision, cb);
+        if (!released) {
+          this.apply(client, packet, decision, cb);
+          return;
+        }
+        conn.unanswered--;
+        this.answer(client, packet, decision);
       })(),
     );
   }
 
+  /** Answers a publish through aedes' callback: aedes acknowledges (0x00 or its own 0x87) or not. */
   private apply(
     client: Client,
     packet: PublishPacket,
@@ -380,6 +410,22 @@ export class MqttBridge implements BridgeConnections {
       case 'answer':
         answerPublish(client, packet, decision.reasonCode, decision.reasonString);
         cb(null);
+        return;
+    }
+  }
+
+  /** Answers a publish aedes has left to the bridge, with the PUBACK aedes would have sent. */
+  private answer(client: Client, packet: PublishPacket, decision: Decision): void {
+    switch (decision.kind) {
+      case 'ack':
+        answerPublish(client, packet, ReasonCode.success, null);
+        return;
+      case 'refuse':
+        this.broker?.emit('clientError', client, new Error(decision.reason));
+        answerPublish(client, packet, ReasonCode.notAuthorized, decision.reason);
+        return;
+      case 'answer':
+        answerPublish(client, packet, decision.reasonCode, decision.reasonString);
         return;
     }
   }
