@@ -36,6 +36,7 @@ import {
   scopeClientId,
   stripWillDelay,
 } from './aedes-compat.ts';
+import { ReceiveTimes } from './receive-times.ts';
 import { publishAnswerFor } from './reason-codes.ts';
 
 /** Session Expiry given to clients that resume sessions without naming one (Mosquitto bridges). */
@@ -100,6 +101,11 @@ export class MqttBridge implements BridgeConnections {
   private readonly byBridge = new Map<string, Set<Client>>();
   private readonly revoked = new Set<string>();
   private readonly inFlight = new Set<Promise<unknown>>();
+  private readonly receiveTimes = new ReceiveTimes();
+  /** Connections that asked for Clean Start, until they are registered. */
+  private readonly cleanStarts = new WeakSet<Client>();
+  /** The connection that holds each client id (its session) now. */
+  private readonly sessionHolders = new Map<string, Client>();
 
   constructor(
     private readonly deps: {
@@ -121,6 +127,7 @@ export class MqttBridge implements BridgeConnections {
         const peer = rememberPeer(client);
         if (!peer) return cb(new Error('no verified client certificate'), false);
         scopeClientId(packet, peer);
+        if (packet.clean) this.cleanStarts.add(client);
         if (refuseUnlessMqtt5(packet)) {
           log.info(
             { cn: peer.commonName, fingerprint: peer.fingerprint },
@@ -146,6 +153,7 @@ export class MqttBridge implements BridgeConnections {
     });
     broker.on('client', (client) => this.register(client));
     broker.on('clientDisconnect', (client) => this.unregister(client));
+    broker.on('sessionExpired', (client) => this.receiveTimes.endSession(client.id));
     broker.on('clientError', (client, err) =>
       log.debug(
         {
@@ -247,6 +255,8 @@ export class MqttBridge implements BridgeConnections {
   private register(client: Client): void {
     const conn = this.identities.get(client);
     if (!conn) return;
+    this.sessionHolders.set(client.id, client);
+    if (this.cleanStarts.has(client)) this.receiveTimes.endSession(client.id);
     const { bridgeId } = conn.identity;
     if (this.revoked.has(bridgeId)) {
       client.disconnect({ reasonCode: ReasonCode.notAuthorized });
@@ -265,6 +275,11 @@ export class MqttBridge implements BridgeConnections {
   private unregister(client: Client): void {
     const conn = this.identities.get(client);
     if (!conn) return;
+    if (this.sessionHolders.get(client.id) === client) {
+      this.sessionHolders.delete(client.id);
+      // Session Expiry 0 (read now: a DISCONNECT may change it): the session ends with the connection.
+      if (client.sessionExpiryInterval === 0) this.receiveTimes.endSession(client.id);
+    }
     const { bridgeId } = conn.identity;
     const set = this.byBridge.get(bridgeId);
     set?.delete(client);
@@ -354,6 +369,9 @@ export class MqttBridge implements BridgeConnections {
       return;
     }
     const receivedAt = this.deps.clock.nowMicros();
+    if (packet.qos > 0 && !packet.dup && !isWill(packet)) {
+      this.receiveTimes.newMessage(client.id, packet.messageId!);
+    }
     const decided = this.track(
       this.decide(client, conn.identity, packet, receivedAt).catch((err: unknown): Decision => {
         this.deps.log.error(
@@ -477,7 +495,7 @@ export class MqttBridge implements BridgeConnections {
       const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
       switch (topic.kind) {
         case 'measurement':
-          return await this.measurement(bridge, topic.device, payload, receivedAt);
+          return await this.measurement(client, packet, bridge, topic.device, payload, receivedAt);
         case 'lwt':
           return await this.lwt(bridge, topic.device, payload, receivedAt);
         case 'info':
@@ -491,6 +509,8 @@ export class MqttBridge implements BridgeConnections {
   }
 
   private async measurement(
+    client: Client,
+    packet: PublishPacket,
     bridge: BridgeIdentity,
     segment: string,
     payload: Buffer,
@@ -505,7 +525,13 @@ export class MqttBridge implements BridgeConnections {
         `the topic names device ${segment}; the payload's device ${body.device} differs (leave it out)`,
       );
     }
-    return this.submit(bridge, segment, { receivedAt, ts: body.ts, measurements: body.measurements });
+    // Without `ts` the receive time is the timestamp: a redelivery keeps the first delivery's.
+    const ts =
+      body.ts ??
+      (packet.messageId === undefined || isWill(packet)
+        ? null
+        : this.receiveTimes.stamp(client.id, packet.messageId, packet.dup, receivedAt));
+    return this.submit(bridge, segment, { receivedAt, ts, measurements: body.measurements });
   }
 
   private async lwt(

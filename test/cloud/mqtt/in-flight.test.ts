@@ -9,7 +9,7 @@ import { createBridge, rawConnect, type BridgeBundle, type RawClient } from '../
 
 /**
  * QoS 1 publishes in flight on the bridge: a connection's pipelined publishes are worked on together
- * and answered in order after their commit.
+ * and answered in order after their commit; a redelivery after a lost PUBACK is stored once.
  */
 describe.each(DATABASES)('MQTT publishes in flight on %s', (db) => {
   let t: TestCloud;
@@ -84,5 +84,54 @@ describe.each(DATABASES)('MQTT publishes in flight on %s', (db) => {
       [4, 0x99],
     ]);
     expect(await measurementCount(t)).toBe(3);
+  });
+
+  it('stores a redelivered measurement without ts once when the connection dropped between commit and PUBACK', async () => {
+    const session = { clientId: 'gateway-1', clean: false, properties: { sessionExpiryInterval: 300 } };
+    const first = await connect(session);
+    // Right after the commit (listeners run before any answer is written), the connection drops.
+    let drops = 1;
+    t.cloud.services.ingest.onAccepted(() => {
+      if (drops-- > 0) first.socket.destroy();
+    });
+    const closed = new Promise((resolve) => first.socket.once('close', resolve));
+    first.send(measurement(9, reading(4)));
+    await closed;
+    expect(first.unread).toEqual([]); // no PUBACK reached the client
+    expect(await measurementCount(t)).toBe(1);
+
+    // The client resumes its session and sends the unacknowledged PUBLISH again, with DUP.
+    const again = await connect(session);
+    again.send(measurement(9, reading(4), true));
+    expect(await again.next('puback')).toMatchObject({ messageId: 9 });
+    expect(await measurementCount(t)).toBe(1);
+
+    // Packet id 9 without DUP is a new message now: a second reading.
+    again.send(measurement(9, reading(4)));
+    expect(await again.next('puback')).toMatchObject({ messageId: 9 });
+    expect(await measurementCount(t)).toBe(2);
+
+    // Clean Start ends the session: what it remembered is gone.
+    const fresh = await connect({ ...session, clean: true });
+    fresh.send(measurement(9, reading(4), true));
+    expect(await fresh.next('puback')).toMatchObject({ messageId: 9 });
+    expect(await measurementCount(t)).toBe(3);
+  });
+
+  it('forgets the receive times of a session that ended with its connection (Session Expiry 0)', async () => {
+    const session = { clientId: 'gateway-2', clean: false, properties: { sessionExpiryInterval: 0 } };
+    const first = await connect(session);
+    first.send(measurement(5, reading(4)));
+    expect(await first.next('puback')).toMatchObject({ messageId: 5 });
+    first.socket.destroy();
+    await eventually(
+      async () =>
+        (await t.http.get(`/v1/bridges/${bundle.id}`, { token: user.token })).json.connected === false,
+      'the bridge to notice the closed connection',
+    );
+    const again = await connect(session);
+    again.send(measurement(5, reading(4), true));
+    expect(await again.next('puback')).toMatchObject({ messageId: 5 });
+    expect(await measurementCount(t)).toBe(2);
   });
 });
