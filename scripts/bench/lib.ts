@@ -52,10 +52,11 @@ export function cpuMicros(pid: number): number {
 const CLOCK_TICKS = 100;
 
 /**
- * Starts measuring steal time: the share of the machine's time its hypervisor gave to other guests.
- * Call the returned function at the end; it answers the percentage since the start.
+ * Starts measuring the machine's CPU: `busy`, its non-idle share of all cores, and `steal`, the share
+ * its hypervisor gave to other guests. Call the returned function at the end; it answers the
+ * percentages since the start.
  */
-export function stealMeter(): () => number {
+export function machineMeter(): () => { busy: number; steal: number } {
   const read = () => {
     const cpu = fs
       .readFileSync('/proc/stat', 'utf8')
@@ -64,13 +65,24 @@ export function stealMeter(): () => number {
       .split(/\s+/)
       .slice(1)
       .map(Number);
-    return { steal: cpu[7] ?? 0, total: cpu.reduce((a, b) => a + b, 0) };
+    return { idle: (cpu[3] ?? 0) + (cpu[4] ?? 0), steal: cpu[7] ?? 0, total: cpu.reduce((a, b) => a + b, 0) };
   };
   const start = read();
   return () => {
     const end = read();
-    return end.total > start.total ? ((end.steal - start.steal) / (end.total - start.total)) * 100 : 0;
+    const total = end.total - start.total;
+    if (total <= 0) return { busy: 0, steal: 0 };
+    return {
+      busy: ((total - (end.idle - start.idle)) / total) * 100,
+      steal: ((end.steal - start.steal) / total) * 100,
+    };
   };
+}
+
+/** Starts measuring steal time (see `machineMeter`); the returned function answers its percentage. */
+export function stealMeter(): () => number {
+  const machine = machineMeter();
+  return () => machine().steal;
 }
 
 export function tempDir(prefix: string): string {
