@@ -372,20 +372,19 @@ export class MqttBridge implements BridgeConnections {
     if (packet.qos > 0 && !packet.dup && !isWill(packet)) {
       this.receiveTimes.newMessage(client.id, packet.messageId!);
     }
-    const decided = this.track(
-      this.decide(client, conn.identity, packet, receivedAt).catch((err: unknown): Decision => {
-        this.deps.log.error(
-          { err, bridge_id: conn.identity.bridgeId, topic: packet.topic },
-          'MQTT publish failed',
-        );
-        return { kind: 'answer', ...publishAnswerFor(err) };
-      }),
-    );
+    const decided = this.decide(client, conn.identity, packet, receivedAt).catch((err: unknown): Decision => {
+      this.deps.log.error(
+        { err, bridge_id: conn.identity.bridgeId, topic: packet.topic },
+        'MQTT publish failed',
+      );
+      return { kind: 'answer', ...publishAnswerFor(err) };
+    });
     if (packet.qos === 0) {
       // No answer, so no place in the order of answers.
-      void decided.then((decision) => this.apply(client, packet, decision, cb));
+      void this.track(decided.then((decision) => this.apply(client, packet, decision, cb)));
       return;
     }
+    // The chain below waits for `decided`: tracking the chain covers both (`stop()` waits for it).
     const released = packet.qos === 1 && !isWill(packet) && conn.unanswered < MAX_UNANSWERED_PER_CONNECTION;
     if (released) {
       conn.unanswered++;
@@ -490,7 +489,9 @@ export class MqttBridge implements BridgeConnections {
         reasonString: 'forbidden: cmd/ topics are sent by the service only',
       };
     }
-    if (!isWill(packet) && (await isQos2Retransmission(client, packet))) return { kind: 'ack' };
+    if (packet.qos === 2 && !isWill(packet) && (await isQos2Retransmission(client, packet))) {
+      return { kind: 'ack' };
+    }
     try {
       const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
       switch (topic.kind) {
