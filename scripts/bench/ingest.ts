@@ -103,7 +103,8 @@ interface Target {
   cleanup: () => Promise<void>;
 }
 
-function measurements(n: number) {
+/** `n` measurements of the kinds in turn, labelled so that each is a channel of its own. */
+export function measurements(n: number) {
   return Array.from({ length: n }, (_, i) => {
     const kind = KINDS[i % KINDS.length]!;
     return { type: kind, value: VALUES[kind], label: `m${Math.floor(i / KINDS.length)}` };

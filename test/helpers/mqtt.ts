@@ -1,4 +1,6 @@
+import tls from 'node:tls';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import mqttPacket from 'mqtt-packet';
 import type { TestCloud } from './cloud.ts';
 
 /** MQTT bridge helpers for tests: a bridge made through the API, mqtt.js clients over real mutual TLS. */
@@ -148,4 +150,67 @@ export function subscribeCodes(client: MqttClient, filters: string[]): Promise<n
     client.on('packetreceive', onPacket);
     client.subscribe(Object.fromEntries(filters.map((f) => [f, { qos: 1 as const }])), () => undefined);
   });
+}
+
+/**
+ * An MQTT 5 client made of a TLS socket and mqtt-packet, for what mqtt.js decides by itself: which
+ * packets share one write (and so one read on the server), packet ids, DUP, dropping the connection
+ * at a chosen moment.
+ */
+export interface RawClient {
+  socket: tls.TLSSocket;
+  /** Writes the packets in one write. */
+  send(...packets: mqttPacket.Packet[]): void;
+  /** The next received packet of this kind, in the order they came (waits for it). */
+  next(cmd: mqttPacket.Packet['cmd']): Promise<mqttPacket.Packet>;
+  /** Packets received and not yet taken by `next`. */
+  unread: mqttPacket.Packet[];
+}
+
+/** Connects (CONNECT with `connect`'s fields) and resolves once the CONNACK is back. */
+export async function rawConnect(
+  t: TestCloud,
+  bundle: Pick<BridgeBundle, 'cert_pem' | 'key_pem' | 'ca_pem'>,
+  connect: Partial<mqttPacket.IConnectPacket> = {},
+): Promise<RawClient & { connack: mqttPacket.IConnackPacket }> {
+  const socket = tls.connect({
+    host: '127.0.0.1',
+    port: t.cloud.mqttPort,
+    cert: bundle.cert_pem,
+    key: bundle.key_pem,
+    ca: bundle.ca_pem,
+  });
+  const parser = mqttPacket.parser({ protocolVersion: 5 });
+  const packets: mqttPacket.Packet[] = [];
+  const waiters: (() => void)[] = [];
+  parser.on('packet', (p) => {
+    packets.push(p);
+    waiters.splice(0).forEach((w) => w());
+  });
+  socket.on('data', (d: Buffer) => parser.parse(d));
+  socket.on('error', () => undefined); // a test that drops the connection sees it in its assertions
+  const client: RawClient = {
+    socket,
+    unread: packets,
+    send: (...list) =>
+      socket.write(Buffer.concat(list.map((p) => mqttPacket.generate(p, { protocolVersion: 5 })))),
+    next: async (cmd) => {
+      for (;;) {
+        const i = packets.findIndex((p) => p.cmd === cmd);
+        if (i >= 0) return packets.splice(i, 1)[0]!;
+        await new Promise<void>((resolve) => waiters.push(resolve));
+      }
+    },
+  };
+  await new Promise((resolve) => socket.once('secureConnect', resolve));
+  client.send({
+    cmd: 'connect',
+    protocolVersion: 5,
+    protocolId: 'MQTT',
+    clientId: 'raw',
+    clean: true,
+    keepalive: 30,
+    ...connect,
+  });
+  return { ...client, connack: (await client.next('connack')) as mqttPacket.IConnackPacket };
 }

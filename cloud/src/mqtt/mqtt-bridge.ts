@@ -32,10 +32,12 @@ import {
   keepResumableSession,
   peerOf,
   refuseUnlessMqtt5,
+  releaseForLaterAnswer,
   rememberPeer,
   scopeClientId,
   stripWillDelay,
 } from './aedes-compat.ts';
+import { ReceiveTimes } from './receive-times.ts';
 import { publishAnswerFor } from './reason-codes.ts';
 
 /** Session Expiry given to clients that resume sessions without naming one (Mosquitto bridges). */
@@ -44,6 +46,12 @@ export const BRIDGE_SESSION_SECONDS = 3600;
 const SWEEP_MS = 15_000;
 /** Identify makes the LED blink this long (interface spec, "Limits"). */
 export const IDENTIFY_SECONDS = 30;
+/**
+ * QoS 1 publishes of one connection that may wait for their commit while aedes reads the next ones;
+ * beyond this, a publish holds aedes' callback until it is answered, and aedes stops reading that
+ * socket (TCP flow control) until then.
+ */
+export const MAX_UNANSWERED_PER_CONNECTION = 1024;
 
 /** What happens to one PUBLISH once it has been handled. */
 type Decision =
@@ -58,6 +66,8 @@ interface Connection {
   identity: BridgeIdentity;
   /** Answers go out in the order the PUBLISHes came (MQTT-4.6.0-2), even though they run in parallel. */
   tail: Promise<void>;
+  /** QoS 1 publishes released to aedes (`releaseForLaterAnswer`) and not answered yet. */
+  unanswered: number;
 }
 
 /** What the device routes and the bridges service need to know about live connections. */
@@ -92,6 +102,11 @@ export class MqttBridge implements BridgeConnections {
   private readonly byBridge = new Map<string, Set<Client>>();
   private readonly revoked = new Set<string>();
   private readonly inFlight = new Set<Promise<unknown>>();
+  private readonly receiveTimes = new ReceiveTimes();
+  /** Connections that asked for Clean Start, until they are registered. */
+  private readonly cleanStarts = new WeakSet<Client>();
+  /** The connection that holds each client id (its session) now. */
+  private readonly sessionHolders = new Map<string, Client>();
 
   constructor(
     private readonly deps: {
@@ -114,6 +129,7 @@ export class MqttBridge implements BridgeConnections {
         const peer = rememberPeer(client);
         if (!peer) return cb(new Error('no verified client certificate'), false);
         scopeClientId(packet, peer);
+        if (packet.clean) this.cleanStarts.add(client);
         if (refuseUnlessMqtt5(packet)) {
           log.info(
             { cn: peer.commonName, fingerprint: peer.fingerprint },
@@ -139,6 +155,7 @@ export class MqttBridge implements BridgeConnections {
     });
     broker.on('client', (client) => this.register(client));
     broker.on('clientDisconnect', (client) => this.unregister(client));
+    broker.on('sessionExpired', (client) => this.receiveTimes.endSession(client.id));
     broker.on('clientError', (client, err) =>
       log.debug(
         {
@@ -232,6 +249,7 @@ export class MqttBridge implements BridgeConnections {
     this.identities.set(client, {
       identity: { bridgeId: bridge.id, accountId: bridge.account_id, siteId: bridge.site_id },
       tail: Promise.resolve(),
+      unanswered: 0,
     });
     return null;
   }
@@ -239,6 +257,8 @@ export class MqttBridge implements BridgeConnections {
   private register(client: Client): void {
     const conn = this.identities.get(client);
     if (!conn) return;
+    this.sessionHolders.set(client.id, client);
+    if (this.cleanStarts.has(client)) this.receiveTimes.endSession(client.id);
     const { bridgeId } = conn.identity;
     if (this.revoked.has(bridgeId)) {
       client.disconnect({ reasonCode: ReasonCode.notAuthorized });
@@ -257,6 +277,11 @@ export class MqttBridge implements BridgeConnections {
   private unregister(client: Client): void {
     const conn = this.identities.get(client);
     if (!conn) return;
+    if (this.sessionHolders.get(client.id) === client) {
+      this.sessionHolders.delete(client.id);
+      // Session Expiry 0 (read now: a DISCONNECT may change it): the session ends with the connection.
+      if (client.sessionExpiryInterval === 0) this.receiveTimes.endSession(client.id);
+    }
     const { bridgeId } = conn.identity;
     const set = this.byBridge.get(bridgeId);
     set?.delete(client);
@@ -328,6 +353,12 @@ export class MqttBridge implements BridgeConnections {
     return capQos(packet);
   }
 
+  /**
+   * Every publish is decided at once (publishes of one connection are worked on together and share
+   * the ingest core's groups); the answers go out in the order the PUBLISHes came. A QoS 1 publish is
+   * released to aedes before it is decided, so aedes reads the connection's next packets meanwhile,
+   * and its PUBACK is written here after the commit (docs/design/mqtt.md, "A PUBACK means committed").
+   */
   private authorizePublish(
     client: Client | null,
     packet: PublishPacket,
@@ -340,27 +371,43 @@ export class MqttBridge implements BridgeConnections {
       return;
     }
     const receivedAt = this.deps.clock.nowMicros();
-    const decided = this.track(this.decide(client, conn.identity, packet, receivedAt));
+    if (packet.qos > 0 && !packet.dup && !isWill(packet)) {
+      this.receiveTimes.newMessage(client.id, packet.messageId!);
+    }
+    const decided = this.decide(client, conn.identity, packet, receivedAt).catch((err: unknown): Decision => {
+      this.deps.log.error(
+        { err, bridge_id: conn.identity.bridgeId, topic: packet.topic },
+        'MQTT publish failed',
+      );
+      return { kind: 'answer', ...publishAnswerFor(err) };
+    });
+    if (packet.qos === 0) {
+      // No answer, so no place in the order of answers.
+      void this.track(decided.then((decision) => this.apply(client, packet, decision, cb)));
+      return;
+    }
+    // The chain below waits for `decided`: tracking the chain covers both (`stop()` waits for it).
+    const released = packet.qos === 1 && !isWill(packet) && conn.unanswered < MAX_UNANSWERED_PER_CONNECTION;
+    if (released) {
+      conn.unanswered++;
+      releaseForLaterAnswer(packet, cb);
+    }
     const previous = conn.tail;
     conn.tail = this.track(
       (async () => {
-        let decision: Decision;
-        try {
-          decision = await decided;
-        } catch (err) {
-          this.deps.log.error(
-            { err, bridge_id: conn.identity.bridgeId, topic: packet.topic },
-            'MQTT publish failed',
-          );
-          const answer = publishAnswerFor(err);
-          decision = { kind: 'answer', ...answer };
-        }
+        const decision = await decided;
         await previous;
-        this.apply(client, packet, decision, cb);
+        if (!released) {
+          this.apply(client, packet, decision, cb);
+          return;
+        }
+        conn.unanswered--;
+        this.answer(client, packet, decision);
       })(),
     );
   }
 
+  /** Answers a publish through aedes' callback: aedes acknowledges (0x00 or its own 0x87) or not. */
   private apply(
     client: Client,
     packet: PublishPacket,
@@ -382,6 +429,22 @@ export class MqttBridge implements BridgeConnections {
       case 'answer':
         answerPublish(client, packet, decision.reasonCode, decision.reasonString);
         cb(null);
+        return;
+    }
+  }
+
+  /** Answers a publish aedes has left to the bridge, with the PUBACK aedes would have sent. */
+  private answer(client: Client, packet: PublishPacket, decision: Decision): void {
+    switch (decision.kind) {
+      case 'ack':
+        answerPublish(client, packet, ReasonCode.success, null);
+        return;
+      case 'refuse':
+        this.broker?.emit('clientError', client, new Error(decision.reason));
+        answerPublish(client, packet, ReasonCode.notAuthorized, decision.reason);
+        return;
+      case 'answer':
+        answerPublish(client, packet, decision.reasonCode, decision.reasonString);
         return;
     }
   }
@@ -428,12 +491,14 @@ export class MqttBridge implements BridgeConnections {
         reasonString: 'forbidden: cmd/ topics are sent by the service only',
       };
     }
-    if (!isWill(packet) && (await isQos2Retransmission(client, packet))) return { kind: 'ack' };
+    if (packet.qos === 2 && !isWill(packet) && (await isQos2Retransmission(client, packet))) {
+      return { kind: 'ack' };
+    }
     try {
       const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
       switch (topic.kind) {
         case 'measurement':
-          return await this.measurement(bridge, topic.device, payload, receivedAt);
+          return await this.measurement(client, packet, bridge, topic.device, payload, receivedAt);
         case 'lwt':
           return await this.lwt(bridge, topic.device, payload, receivedAt);
         case 'info':
@@ -447,6 +512,8 @@ export class MqttBridge implements BridgeConnections {
   }
 
   private async measurement(
+    client: Client,
+    packet: PublishPacket,
     bridge: BridgeIdentity,
     segment: string,
     payload: Buffer,
@@ -461,7 +528,13 @@ export class MqttBridge implements BridgeConnections {
         `the topic names device ${segment}; the payload's device ${body.device} differs (leave it out)`,
       );
     }
-    return this.submit(bridge, segment, { receivedAt, ts: body.ts, measurements: body.measurements });
+    // Without `ts` the receive time is the timestamp: a redelivery keeps the first delivery's.
+    const ts =
+      body.ts ??
+      (packet.messageId === undefined || isWill(packet)
+        ? null
+        : this.receiveTimes.stamp(client.id, packet.messageId, packet.dup, receivedAt));
+    return this.submit(bridge, segment, { receivedAt, ts, measurements: body.measurements });
   }
 
   private async lwt(

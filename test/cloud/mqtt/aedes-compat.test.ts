@@ -1,9 +1,10 @@
 import type { AddressInfo } from 'node:net';
 import tls from 'node:tls';
 import { afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import { Aedes, type Client, type PublishPacket } from 'aedes';
+import { Aedes, type AedesOptions, type Client, type PublishPacket } from 'aedes';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import mqttPacket from 'mqtt-packet';
+import { eventually } from '../../helpers/eventually.ts';
 import {
   answerPublish,
   capQos,
@@ -13,6 +14,7 @@ import {
   keepResumableSession,
   peerOf,
   refuseUnlessMqtt5,
+  releaseForLaterAnswer,
   rememberPeer,
   stripWillDelay,
 } from '../../../cloud/src/mqtt/aedes-compat.ts';
@@ -56,8 +58,14 @@ afterEach(async () => {
   harness = null;
 });
 
-/** A bare broker whose hooks use the workarounds; `reject` picks publishes to answer 0x99. */
-async function startBroker(reject: (topic: string) => boolean = () => false): Promise<Harness> {
+/**
+ * A bare broker whose hooks use the workarounds; `reject` picks publishes to answer 0x99.
+ * `authorizePublish` replaces the publish hook.
+ */
+async function startBroker(
+  reject: (topic: string) => boolean = () => false,
+  authorizePublish?: AedesOptions['authorizePublish'],
+): Promise<Harness> {
   const publishes: Harness['publishes'] = [];
   const connected: Client[] = [];
   const broker = await Aedes.createBroker({
@@ -66,15 +74,17 @@ async function startBroker(reject: (topic: string) => boolean = () => false): Pr
       if (!refuseUnlessMqtt5(packet)) keepResumableSession(packet, 3600);
       cb(null, true);
     },
-    authorizePublish: (c, packet, cb) => {
-      stripWillDelay(packet);
-      void (async () => {
-        const retransmission = c && !isWill(packet) ? await isQos2Retransmission(c, packet) : false;
-        publishes.push({ packet, cn: peerOf(c)?.commonName, retransmission });
-        if (c && reject(packet.topic)) answerPublish(c, packet, 0x99, 'bad_json: no');
-        cb(null);
-      })();
-    },
+    authorizePublish:
+      authorizePublish ??
+      ((c, packet, cb) => {
+        stripWillDelay(packet);
+        void (async () => {
+          const retransmission = c && !isWill(packet) ? await isQos2Retransmission(c, packet) : false;
+          publishes.push({ packet, cn: peerOf(c)?.commonName, retransmission });
+          if (c && reject(packet.topic)) answerPublish(c, packet, 0x99, 'bad_json: no');
+          cb(null);
+        })();
+      }),
     authorizeForward: (_c, packet) => capQos(packet),
   });
   broker.on('client', (c) => connected.push(c));
@@ -238,6 +248,38 @@ describe('aedes 2.0.0-beta.1 workarounds', () => {
     );
     await (await connect(h)).publishAsync('w/x', 'payload', { qos: 2 });
     expect((await received).qos).toBe(1);
+  });
+
+  it('releaseForLaterAnswer: aedes hands over the next PUBLISH while a released one waits for its answer, which is its only PUBACK, and does not route it', async () => {
+    const waiting: { topic: string; answer: () => void }[] = [];
+    const h = await startBroker(undefined, (c, packet, cb) => {
+      releaseForLaterAnswer(packet, cb);
+      waiting.push({ topic: packet.topic, answer: () => answerPublish(c!, packet, 0, null) });
+    });
+    const listener = await connect(h);
+    await listener.subscribeAsync('released/#', { qos: 1 });
+    const routed: string[] = [];
+    listener.on('message', (topic) => routed.push(topic));
+    const c = await connect(h);
+    const pubacks: number[] = [];
+    c.on('packetreceive', (p) => {
+      if (p.cmd === 'puback') pubacks.push(p.messageId!);
+    });
+    const arrived = (n: number) => eventually(() => waiting.length >= n, `${n} publishes at the hook`);
+
+    const first = c.publishAsync('released/1', 'x', { qos: 1 });
+    await arrived(1);
+    const second = c.publishAsync('released/2', 'x', { qos: 1 });
+    await arrived(2); // the first is still unanswered
+    for (const w of waiting.splice(0)) w.answer();
+    await Promise.all([first, second]);
+    // A third round trip: any second PUBACK or routed copy of the first two would have come before it.
+    const third = c.publishAsync('released/3', 'x', { qos: 1 });
+    await arrived(1);
+    waiting[0]!.answer();
+    await third;
+    expect(pubacks).toHaveLength(3);
+    expect(routed).toEqual([]);
   });
 
   it("isMosquittoBridgeNotification: only Mosquitto's connection state topic", () => {
