@@ -19,7 +19,7 @@ import {
 } from './lib.ts';
 
 /**
- * MQTT bridge throughput (issue 6, "Live path"): messages/s through the cloud's bridge (PUBACK after
+ * MQTT bridge throughput: messages/s through the cloud's bridge (PUBACK after
  * the ingest group committed) with concurrent QoS 1 publishers over 50 devices, against the same
  * load on a bare aedes broker with no ingest and on Debian's Mosquitto, all over mutual TLS with the
  * same certificates and payloads, for 1 and 32 measurements per message.

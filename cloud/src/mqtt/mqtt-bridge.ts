@@ -44,7 +44,7 @@ import { publishAnswerFor } from './reason-codes.ts';
 export const BRIDGE_SESSION_SECONDS = 3600;
 /** How often live connections are checked against revocations made by other processes. */
 const SWEEP_MS = 15_000;
-/** Identify makes the LED blink this long (interface spec, "Limits"). */
+/** Identify makes the LED blink this long (docs/api/resources.md). */
 export const IDENTIFY_SECONDS = 30;
 /**
  * QoS 1 publishes of one connection that may wait for their commit while aedes reads the next ones;
@@ -88,7 +88,7 @@ function authError(message: string, returnCode: 3 | 5): Error & { returnCode: nu
 }
 
 /**
- * The MQTT 5 bridge endpoint (issue 6): aedes on a mutual-TLS server. A connection is a bridge,
+ * The MQTT 5 bridge endpoint: aedes on a mutual-TLS server. A connection is a bridge,
  * known by its client certificate; it may publish and subscribe under `service/<its account>/`
  * only. Measurements and last-wills go through the one IngestCore, and the PUBACK is sent only after
  * the ingest group committed. aedes specifics live in `aedes-compat.ts`.

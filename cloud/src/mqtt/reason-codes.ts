@@ -3,7 +3,7 @@ import { ApiError } from '../errors.ts';
 
 /**
  * The one translation of the service's typed errors into MQTT 5 PUBACK/PUBREC reason codes
- * (decisions, "MQTT bridge"; docs/api/mqtt.md, "PUBACK reason codes"), as `http/error-handler.ts` is
+ * (docs/api/mqtt.md, "PUBACK reason codes"), as `http/error-handler.ts` is
  * for HTTP. The reason string starts with the error code of the HTTP API.
  */
 export interface PublishAnswer {
