@@ -42,6 +42,11 @@ const WRITTEN_SQL = `SELECT n::int AS written, CASE WHEN n < $4 THEN (SELECT arr
  * online/offline job ($9..$11, when $9 is not null). Data-modifying CTEs all run, once, whether or
  * not the final SELECT reads them.
  *
+ * A device row is written only when the group changes what it shows: its online state, or the
+ * second of its `last_seen_at` (the API shows whole seconds), so groups of the same second do not
+ * queue for the same rows: with every group naming the same devices (a site's gateway, the MQTT
+ * bench), they took turns on those row locks until each commit.
+ *
  * Groups written at once share device rows, so the rows are locked in id order first (`locked`):
  * an UPDATE ... FROM locks rows in whatever order its plan meets them (a sequential scan: the
  * table's physical order, which every update reshuffles), and two groups that met them in two
@@ -49,6 +54,7 @@ const WRITTEN_SQL = `SELECT n::int AS written, CASE WHEN n < $4 THEN (SELECT arr
  * UPDATE takes anyway; FOR UPDATE would also wait for every transaction holding a foreign key's
  * share lock on the device (the rule engine's inserts of rows that reference it), and deadlocked with them.
  */
+const SECOND = 1_000_000;
 const writeSql = (skip: boolean) => `${insertSql(skip)},
 journal AS (
   INSERT INTO ingest_journal (points, created_at)
@@ -56,7 +62,10 @@ journal AS (
   FROM ins HAVING count(*) > 0),
 devices_seen AS (
   UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), u.seen), online = u.online
-  FROM (SELECT id FROM devices WHERE id = ANY($6::text[]) ORDER BY id FOR NO KEY UPDATE) AS locked,
+  FROM (SELECT d2.id FROM devices d2 JOIN unnest($6::text[], $7::bigint[], $8::smallint[]) AS w(id, seen, online)
+      ON d2.id = w.id
+    WHERE d2.online <> w.online OR d2.last_seen_at IS NULL OR d2.last_seen_at / ${SECOND} < w.seen / ${SECOND}
+    ORDER BY d2.id FOR NO KEY UPDATE OF d2) AS locked,
     unnest($6::text[], $7::bigint[], $8::smallint[]) AS u(id, seen, online)
   WHERE d.id = locked.id AND d.id = u.id),
 job AS (

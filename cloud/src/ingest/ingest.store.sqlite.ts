@@ -100,8 +100,12 @@ export class SqliteIngestStore implements IngestStore {
        FROM json_each(?) AS u
        WHERE sensors.seq = u.value ->> 0`,
     );
-    const updateDevice = sqlite.prepare<[number, number, string]>(
-      `UPDATE devices SET last_seen_at = MAX(COALESCE(last_seen_at, 0), ?), online = ? WHERE id = ?`,
+    // As on PostgreSQL: a device row is written when its online state or the second of its
+    // `last_seen_at` (the API shows whole seconds) changes.
+    const updateDevice = sqlite.prepare<{ seen: number; online: number; id: string }>(
+      `UPDATE devices SET last_seen_at = MAX(COALESCE(last_seen_at, 0), @seen), online = @online
+       WHERE id = @id
+         AND (online <> @online OR last_seen_at IS NULL OR last_seen_at / 1000000 < CAST(@seen AS INTEGER) / 1000000)`,
     );
     const insertJob = sqlite.prepare<[string, string, string, number, number]>(
       `INSERT INTO jobs (id, kind, payload, run_at, attempts, created_at) VALUES (?, ?, ?, ?, 0, ?)`,
@@ -156,7 +160,7 @@ export class SqliteIngestStore implements IngestStore {
         const written = insertMeasurements(points);
         const journal = writtenPoints(points, written);
         if (journal.length > 0) appendJournal.run(encodeJournal(journal), at);
-        for (const r of devices) updateDevice.run(r.lastSeenAt, r.online, r.id);
+        for (const r of devices) updateDevice.run({ seen: r.lastSeenAt, online: r.online, id: r.id });
         if (job) insertJob.run(job.id, job.kind, job.payload, job.at, job.at);
         return written;
       },
