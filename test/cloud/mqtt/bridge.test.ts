@@ -1,7 +1,5 @@
-import tls from 'node:tls';
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import type { MqttClient } from 'mqtt';
-import mqttPacket from 'mqtt-packet';
 import { createCertificateAuthority, CertificateAuthority } from '../../../cloud/src/pki/certificates.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
@@ -13,6 +11,7 @@ import {
   createBridge,
   nextMessage,
   publish,
+  rawConnect,
   subscribeCodes,
   tryConnect,
   type BridgeBundle,
@@ -279,39 +278,7 @@ describe.each(DATABASES)('MQTT bridge on %s', (db) => {
 
       // A raw client resends the same QoS 2 PUBLISH (DUP) before releasing it; no `ts`, so only the
       // exactly-once handling keeps the second copy out.
-      const socket = tls.connect({
-        host: '127.0.0.1',
-        port: t.cloud.mqttPort,
-        cert: bundle.cert_pem,
-        key: bundle.key_pem,
-        ca: bundle.ca_pem,
-      });
-      const parser = mqttPacket.parser({ protocolVersion: 5 });
-      const packets: mqttPacket.Packet[] = [];
-      const waiters: (() => void)[] = [];
-      parser.on('packet', (p) => {
-        packets.push(p);
-        waiters.splice(0).forEach((w) => w());
-      });
-      socket.on('data', (d) => parser.parse(d));
-      const next = async (cmd: string) => {
-        for (;;) {
-          const i = packets.findIndex((p) => p.cmd === cmd);
-          if (i >= 0) return packets.splice(i, 1)[0]!;
-          await new Promise<void>((resolve) => waiters.push(resolve));
-        }
-      };
-      const send = (p: mqttPacket.Packet) => mqttPacket.writeToStream(p, socket, { protocolVersion: 5 });
-      await new Promise((resolve) => socket.once('secureConnect', resolve));
-      send({
-        cmd: 'connect',
-        protocolVersion: 5,
-        protocolId: 'MQTT',
-        clientId: 'raw-q2',
-        clean: true,
-        keepalive: 30,
-      });
-      expect(await next('connack')).toMatchObject({ reasonCode: 0 });
+      const raw = await rawConnect(t, bundle, { clientId: 'raw-q2' });
       const publishPacket = {
         cmd: 'publish' as const,
         topic: `${root()}/q2-raw`,
@@ -321,13 +288,14 @@ describe.each(DATABASES)('MQTT bridge on %s', (db) => {
         dup: false,
         retain: false,
       };
-      send(publishPacket);
-      expect(await next('pubrec')).toMatchObject({ messageId: 7 });
-      send({ ...publishPacket, dup: true });
-      expect(await next('pubrec')).toMatchObject({ messageId: 7 });
-      send({ cmd: 'pubrel', messageId: 7 });
-      expect(await next('pubcomp')).toMatchObject({ messageId: 7 });
-      socket.destroy();
+      expect(raw.connack).toMatchObject({ reasonCode: 0 });
+      raw.send(publishPacket);
+      expect(await raw.next('pubrec')).toMatchObject({ messageId: 7 });
+      raw.send({ ...publishPacket, dup: true });
+      expect(await raw.next('pubrec')).toMatchObject({ messageId: 7 });
+      raw.send({ cmd: 'pubrel', messageId: 7 });
+      expect(await raw.next('pubcomp')).toMatchObject({ messageId: 7 });
+      raw.socket.destroy();
       expect(await measurementCount(t)).toBe(2);
     });
   });
