@@ -201,21 +201,23 @@ end`;
     return { generator: 'wrk', ...r };
   }
   let seq = 0;
+  return execAutocannon(load, {
+    method: 'GET',
+    setupRequest: (req) => ({ ...req, path: load.paths[seq++ % load.paths.length]!, headers: load.headers }),
+  });
+}
+
+/** Runs autocannon with one request definition; answers its figures and the CPU it used. */
+async function execAutocannon(
+  load: { url: string; connections: number; durationS: number },
+  request: autocannon.Request,
+): Promise<LoadResult> {
   const cpuBefore = process.cpuUsage();
   const result = await autocannon({
     url: load.url,
     connections: load.connections,
     duration: load.durationS,
-    requests: [
-      {
-        method: 'GET',
-        setupRequest: (req) => ({
-          ...req,
-          path: load.paths[seq++ % load.paths.length]!,
-          headers: load.headers,
-        }),
-      },
-    ],
+    requests: [request],
   });
   const cpu = process.cpuUsage(cpuBefore);
   return {
@@ -233,32 +235,16 @@ async function runAutocannon(load: IngestLoad): Promise<LoadResult> {
   const base = baseMs(load);
   const wire = wireOf(load);
   const devices = load.devices.map((d) => ({ pieces: wire.pieces(d), headers: wire.headers(d) }));
-  const cpuBefore = process.cpuUsage();
-  const result = await autocannon({
-    url: load.url,
-    connections: load.connections,
-    duration: load.durationS,
-    requests: [
-      {
-        method: 'POST',
-        path: wire.path,
-        setupRequest: (req) => {
-          const n = seq++;
-          const device = devices[n % devices.length]!;
-          const ms = base + Math.floor(n / devices.length) * STEP_MS;
-          return { ...req, headers: device.headers, body: device.pieces.join(wire.timestamp.js(ms)) };
-        },
-      },
-    ],
+  const result = await execAutocannon(load, {
+    method: 'POST',
+    path: wire.path,
+    setupRequest: (req) => {
+      const n = seq++;
+      const device = devices[n % devices.length]!;
+      const ms = base + Math.floor(n / devices.length) * STEP_MS;
+      return { ...req, headers: device.headers, body: device.pieces.join(wire.timestamp.js(ms)) };
+    },
   });
-  const cpu = process.cpuUsage(cpuBefore);
   usedUp(load, base, seq);
-  return {
-    generator: 'autocannon',
-    requestsPerSec: result.requests.total / load.durationS,
-    durationS: load.durationS,
-    generatorCpuMicros: cpu.user + cpu.system,
-    non2xx: result.non2xx,
-    errors: result.errors,
-  };
+  return result;
 }
