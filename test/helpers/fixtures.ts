@@ -108,3 +108,44 @@ export async function measurementCount(t: TestCloud): Promise<number> {
     .executeTakeFirstOrThrow();
   return Number(row.n);
 }
+
+/** An alarm event row as the rule engine writes it: threshold_high on 0..5, peak 9, 30 minutes' grace. */
+export function alarmEventRow(
+  owner: {
+    accountId: string;
+    siteId: string;
+    deviceId: string;
+    sensor: { id: string; seq: number };
+    channelId: string;
+  },
+  id: string,
+  startedAt: number,
+  more: Record<string, unknown> = {},
+) {
+  return {
+    id,
+    account_id: owner.accountId,
+    site_id: owner.siteId,
+    device_id: owner.deviceId,
+    sensor_id: owner.sensor.id,
+    channel_id: owner.channelId,
+    sensor_seq: owner.sensor.seq,
+    kind: 'threshold_high' as const,
+    started_at: startedAt,
+    alarm_at: startedAt + 30 * 60_000_000,
+    ended_at: null,
+    ok_min: 0,
+    ok_max: 5,
+    peak_value: 9,
+    silenced: 0,
+    acknowledged_at: null,
+    acknowledged_by: null,
+    ack_note: null,
+    withdrawn_at: null,
+    notified_open_at: null,
+    notified_resolved_at: null,
+    created_at: startedAt,
+    updated_at: startedAt,
+    ...more,
+  };
+}

@@ -8,7 +8,7 @@ import { EXPORT_COLUMNS } from '../../../cloud/src/export/export.service.ts';
 import { formatMicros } from '../../../shared/time.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES, tempDir } from '../../helpers/databases.ts';
-import { createDevice, createSite } from '../../helpers/fixtures.ts';
+import { alarmEventRow, createDevice, createSite } from '../../helpers/fixtures.ts';
 import { at, ingestCore, ingestHttp, READ_ENV, type Reading } from '../measurements/reads-helpers.ts';
 
 const NOW = at('2026-03-10T12:00:00Z');
@@ -35,47 +35,6 @@ async function downloadExport(
 
 const csv = (dir: string, name: string) =>
   parse<Record<string, string>>(fs.readFileSync(path.join(dir, 'out', name)), { columns: true });
-
-/** An alarm event row as the rule engine writes it: threshold_high on 0..5, peak 9, 30 minutes' grace. */
-function alarmEventRow(
-  owner: {
-    accountId: string;
-    siteId: string;
-    deviceId: string;
-    sensor: { id: string; seq: number };
-    channelId: string;
-  },
-  id: string,
-  startedAt: number,
-  more: Record<string, unknown> = {},
-) {
-  return {
-    id,
-    account_id: owner.accountId,
-    site_id: owner.siteId,
-    device_id: owner.deviceId,
-    sensor_id: owner.sensor.id,
-    channel_id: owner.channelId,
-    sensor_seq: owner.sensor.seq,
-    kind: 'threshold_high' as const,
-    started_at: startedAt,
-    alarm_at: startedAt + 30 * MINUTE,
-    ended_at: null,
-    ok_min: 0,
-    ok_max: 5,
-    peak_value: 9,
-    silenced: 0,
-    acknowledged_at: null,
-    acknowledged_by: null,
-    ack_note: null,
-    withdrawn_at: null,
-    notified_open_at: null,
-    notified_resolved_at: null,
-    created_at: startedAt,
-    updated_at: startedAt,
-    ...more,
-  };
-}
 
 describe.each(DATABASES)('POST /v1/accounts/me/export on %s', (db) => {
   let t: TestCloud;

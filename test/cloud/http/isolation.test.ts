@@ -4,7 +4,7 @@ import type { SensorRow } from '../../../cloud/src/sensors/sensors.repository.ts
 import { newId } from '../../../shared/ids.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
-import { createDevice, createSite, insertSensor } from '../../helpers/fixtures.ts';
+import { alarmEventRow, createDevice, createSite, insertSensor } from '../../helpers/fixtures.ts';
 import type { Answer, CallOptions } from '../../helpers/http.ts';
 
 /** Account A with one of everything, and account B, an admin of another account. */
@@ -245,31 +245,20 @@ async function alarmAndWebhookOf(t: TestCloud, accountId: string, userId: string
   const eventId = newId('evt');
   await db
     .insertInto('alarm_events')
-    .values({
-      id: eventId,
-      account_id: accountId,
-      site_id: 'site_of_a',
-      device_id: sensor.device_id,
-      sensor_id: sensor.id,
-      channel_id: sensor.channel_id,
-      sensor_seq: sensor.seq,
-      kind: 'threshold_high',
-      started_at: now,
-      alarm_at: now,
-      ended_at: null,
-      ok_min: 0,
-      ok_max: 5,
-      peak_value: 9,
-      silenced: 0,
-      acknowledged_at: null,
-      acknowledged_by: null,
-      ack_note: null,
-      withdrawn_at: null,
-      notified_open_at: now,
-      notified_resolved_at: null,
-      created_at: now,
-      updated_at: now,
-    })
+    .values(
+      alarmEventRow(
+        {
+          accountId,
+          siteId: 'site_of_a',
+          deviceId: sensor.device_id,
+          sensor,
+          channelId: sensor.channel_id,
+        },
+        eventId,
+        now,
+        { alarm_at: now, notified_open_at: now },
+      ),
+    )
     .execute();
   const webhookId = newId('wh');
   await webhooksRepository.insert(db, {
