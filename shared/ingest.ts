@@ -22,7 +22,7 @@ export const MAX_FUTURE_MICROS = 24 * 3600 * 1_000_000;
 
 /**
  * The wire format as a zod schema: the type, the API description (OpenAPI) and the reference the
- * hand-written validator below is tested against (test/shared/ingest.test.ts). The validator exists
+ * hand-written validator below is tested against (test/shared/ingest.unit.test.ts). The validator exists
  * because the spec gives each failure its own code (no_measurements, invalid_measurement,
  * unknown_kind, out_of_range) and "the first failing measurement wins".
  */
