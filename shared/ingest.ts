@@ -101,7 +101,8 @@ export function hasNul(text: string): boolean {
   return text.includes('\u0000');
 }
 
-function refuseNul(text: string, path: string): void {
+/** Throws 422 `invalid_characters` for `path` when `text` holds U+0000. */
+export function refuseNulText(text: string, path: string): void {
   if (hasNul(text)) {
     throw new IngestValidationError('invalid_characters', `${path} must not contain U+0000 (NUL)`, path);
   }
@@ -138,7 +139,7 @@ export function validateMeasurement(m: unknown, path: string): ValidMeasurement 
   }
   for (const field of ['label', 'unit'] as const) {
     const v = m[field];
-    if (typeof v === 'string') refuseNul(v, `${path}.${field}`);
+    if (typeof v === 'string') refuseNulText(v, `${path}.${field}`);
   }
   if (!isMeasurementKind(m.type)) {
     throw new IngestValidationError(
@@ -188,7 +189,7 @@ export function validateTimestamp(ts: unknown, nowMicros: number, path = 'ts'): 
  */
 export function ingestDeviceRef(body: unknown, deviceOverride?: string): string | null {
   if (deviceOverride !== undefined && deviceOverride !== '') {
-    refuseNul(deviceOverride, 'X-Device-Id');
+    refuseNulText(deviceOverride, 'X-Device-Id');
     return deviceOverride;
   }
   if (!isObject(body) || body.device === undefined || body.device === null) return null;
@@ -199,7 +200,7 @@ export function ingestDeviceRef(body: unknown, deviceOverride?: string): string 
       'device',
     );
   }
-  refuseNul(body.device, 'device');
+  refuseNulText(body.device, 'device');
   return body.device;
 }
 

@@ -1,3 +1,4 @@
+import { hasNul } from '../../../shared/ingest.ts';
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import {
   ApiError,
@@ -54,14 +55,13 @@ export function refuseNul(inputs: Record<string, unknown>): void {
   const found: ErrorDetail[] = [];
   const walk = (value: unknown, path: string): void => {
     if (typeof value === 'string') {
-      if (value.includes('\u0000'))
-        found.push({ path: path || '(root)', message: 'must not contain U+0000 (NUL)' });
+      if (hasNul(value)) found.push({ path: path || '(root)', message: 'must not contain U+0000 (NUL)' });
     } else if (Array.isArray(value)) {
       value.forEach((v, i) => walk(v, `${path}[${i}]`));
     } else if (typeof value === 'object' && value !== null) {
       for (const [k, v] of Object.entries(value)) {
         const at = path ? `${path}.${k}` : k;
-        if (k.includes('\u0000')) found.push({ path: at, message: 'must not contain U+0000 (NUL)' });
+        if (hasNul(k)) found.push({ path: at, message: 'must not contain U+0000 (NUL)' });
         walk(v, at);
       }
     }

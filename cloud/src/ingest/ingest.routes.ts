@@ -5,12 +5,13 @@ import {
   IngestBodySchema,
   IngestValidationError,
   ingestDeviceRef,
+  refuseNulText,
   validateIngestBody,
 } from '../../../shared/ingest.ts';
 import { parseShellyQuery, ShellyQuerySchema } from '../../../shared/shelly.ts';
 import { hashSecret } from '../auth/secrets.ts';
 import { Authenticator, USER_TOKEN_PREFIX } from '../auth/authenticator.ts';
-import { InvalidRequest, Unprocessable, type ApiError } from '../errors.ts';
+import { InvalidRequest, type ApiError } from '../errors.ts';
 import { parseJson, type Reply, type RouteDef } from '../http/route-table.ts';
 import type { Services } from '../services.ts';
 import { toApiError } from './ingest.core.ts';
@@ -135,11 +136,7 @@ export function ingestHandlers(s: Pick<Services, 'ingest' | 'clock' | 'authentic
             { path: 'device', message: 'required' },
           ]);
         }
-        if (hasNul(named)) {
-          throw new Unprocessable('invalid_characters', 'device must not contain U+0000 (NUL)', [
-            { path: 'device', message: 'must not contain U+0000 (NUL)' },
-          ]);
-        }
+        refuseNulText(named, 'device');
         return parseShellyQuery(query, receivedAt);
       });
       const device = named !== null && hasNul(named) ? null : named;

@@ -18,8 +18,8 @@ export interface SentMail extends Mail {
 
 /**
  * Sends mail through SMTP when `SMTP_URL` is set; otherwise writes each message as an RFC 5322 `.eml`
- * file to `$DATA_DIR/outbox/` and logs its subject (sign-in codes included), so a local install works with no mail server
- * (docs/api/auth.md). Both go through nodemailer, so both produce the same message.
+ * file to `$DATA_DIR/outbox/` and logs its subject (sign-in codes included), so a local install works
+ * with no mail server (docs/api/auth.md). Both go through nodemailer, so both produce the same message.
  * Emits `sent` with a SentMail after each delivery.
  */
 export class Mailer extends EventEmitter<{ sent: [SentMail] }> {

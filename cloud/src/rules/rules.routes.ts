@@ -17,7 +17,7 @@ export function ruleRoutes(s: Services): RouteDef[] {
       errors: ['sensor_not_found'],
       handler: async (req) => {
         const user = userOf(req.ctx);
-        const sensor = await sensors.get(user.accountId, param(req, 'sensor_id'));
+        const sensor = await sensors.find(user.accountId, param(req, 'sensor_id'));
         const result = await rules.recompute(sensor.seq, async (db, r) => {
           const now = clock.nowMicros();
           await audit.record(db, {

@@ -57,7 +57,7 @@ export function sensorRoutes(s: Services): RouteDef[] {
       errors: ['sensor_not_found', 'invalid_range', 'grace_too_long'],
       handler: async (req) => {
         const user = userOf(req.ctx);
-        await sensors.get(user.accountId, param(req, 'sensor_id'));
+        await sensors.find(user.accountId, param(req, 'sensor_id')); // 404 before 400
         const body = parseInput(PatchSensor, req.body, 'body');
         return {
           status: 200,

@@ -65,7 +65,7 @@ export class SensorsService {
     return sensors.listForDevice(db, deviceId);
   }
 
-  /** A sensor, its last value and state up to date. */
+  /** A sensor, its last value and state up to date: what a sensor object shows. */
   async get(accountId: string, id: string): Promise<SensorRow> {
     const found = await this.find(accountId, id);
     if (!this.deps.settle) return found;
@@ -73,7 +73,11 @@ export class SensorsService {
     return this.find(accountId, id);
   }
 
-  private async find(accountId: string, id: string): Promise<SensorRow> {
+  /**
+   * The sensor as stored, or 404 `sensor_not_found`: for routes that check it exists or need its
+   * ids, and show no sensor object (its state is brought up to date only by `get`).
+   */
+  async find(accountId: string, id: string): Promise<SensorRow> {
     const sensor = await this.deps.sensors.find(this.deps.db, accountId, id);
     if (!sensor) throw notFound('sensor');
     return sensor;

@@ -28,7 +28,7 @@ export function silenceRoutes(s: Services): RouteDef[] {
       handler: async (req) => {
         const user = userOf(req.ctx);
         const sensorId = param(req, 'sensor_id');
-        await s.sensors.get(user.accountId, sensorId); // 404 before 400
+        await s.sensors.find(user.accountId, sensorId); // 404 before 400
         const body = parseInput(CreateSilence, req.body, 'body');
         return { status: 201, body: silenceView(await silences.create(user, sensorId, body)) };
       },
@@ -44,7 +44,7 @@ export function silenceRoutes(s: Services): RouteDef[] {
       handler: async (req) => {
         const user = userOf(req.ctx);
         const sensorId = param(req, 'sensor_id');
-        await s.sensors.get(user.accountId, sensorId);
+        await s.sensors.find(user.accountId, sensorId);
         const q = parseInput(ListSilences, req.query, 'query');
         const rows = await silences.list(user.accountId, sensorId, pageRequest(q));
         return { status: 200, body: toPage(rows, q.limit, (r) => [r.from_ts, r.id], silenceView) };
