@@ -21,8 +21,8 @@ import {
  * The targets run side by side and take turns: after a warm-up each, ROUNDS rounds in which every
  * target is loaded once (the order rotates). A target's requests/s is its best round, its CPU per
  * request the median. A shared machine's speed drifts by tens of per cent within a minute (steal
- * time seen here: 0 to 78 %): measuring the targets one after the other turned that drift into their
- * ratios, and a median still took it in whenever two of a target's three rounds were slowed. Steal
+ * time, docs/benchmarks/README.md): measuring the targets one after the other turned that drift
+ * into their ratios, and a median still took it in whenever two of a target's three rounds were slowed. Steal
  * time only ever slows a round down, so the best round is the nearest to what the code can do, and
  * every target gets the same number of tries. Beside the best, each row shows the rounds' median and
  * spread, and what limited it: the load generator (its one thread busy), the machine (no core idle)

@@ -14,9 +14,9 @@ import type { Reply } from './route-table.ts';
 /**
  * The device ingest routes served straight from Node's HTTP server, in front of Express.
  *
- * Express costs about five times the CPU of Node's own HTTP handling per request (router, request
- * and response decoration, body parser, `res.json`): on the 2-core benchmark machine that alone kept
- * 32-measurement ingest from its target (docs/design/ingest.md). Devices send the bulk of all
+ * Express costs several times the CPU of Node's own HTTP handling per request (router, request
+ * and response decoration, body parser, `res.json`; docs/design/ingest.md, "Alternatives rejected",
+ * measured with `BENCH_ONLY=ingest npm run bench`). Devices send the bulk of all
  * requests, so their two routes take this path; it runs the same steps as the Express pipeline
  * (request id, access log, 256 KiB body limit, the same handlers and error envelope), and anything
  * it does not handle exactly as Express would goes to Express instead: an Idempotency-Key (the

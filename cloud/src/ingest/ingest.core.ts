@@ -61,7 +61,7 @@ function channelKey(kind: string, labelKey: string): string {
 
 /**
  * A channel as answers list it, and its JSON: both made once per channel and kept while the channel
- * is (serialising 32 channels per answer was 4 % of 32-measurement ingest's CPU).
+ * is (serialising the channel list anew per answer is costly: docs/design/ingest.md).
  */
 const answerChannels = new WeakMap<SensorRef, { channel: ResolvedChannel; json: string }>();
 
@@ -140,8 +140,8 @@ export class IngestCore implements Ingest {
    * engine's marker) is up to date: readers of that state call it first (ingest.fold.ts). "So far"
    * includes the groups being written at the call: on PostgreSQL several are, and they commit in
    * any order, so without waiting a rule pass would see a device's later reading before an earlier
-   * one still in flight and re-derive the channel as late data (measured: a per-channel query or
-   * two for nearly every channel at every pass).
+   * one still in flight and re-derive the channel as late data (docs/design/rules.md, "Alternatives
+   * rejected").
    */
   async catchUp(): Promise<void> {
     if (this.inFlight.size > 0) await Promise.all(this.inFlight);

@@ -37,7 +37,7 @@ export function decodeJournal(payload: Uint8Array): Float64Array {
   // A copy (swapped in place): the driver's buffer need not be 8-byte aligned.
   const copy = Buffer.alloc(payload.byteLength);
   copy.set(payload);
-  // Rows of builds before 2026-11-22 are little-endian, told apart by their first byte: a channel
+  // Rows written by earlier builds are little-endian, told apart by their first byte: a channel
   // seq (an integer from 1 to 2^44) starts with its exponent (0x3F to 0x42) big-endian, and with
   // its lowest mantissa byte (always 0) little-endian.
   if (copy.length > 0 && copy[0] !== 0) copy.swap64();

@@ -9,8 +9,8 @@ const FOLD_LOCK = 7_402_118_391;
 
 /**
  * Every third element of `points` from `offset` (one column of the (seq, ts, value) triplets), as a
- * PostgreSQL array literal: the driver's own array serialisation, element by element, was a tenth of
- * the server's CPU at 32 measurements per request. Numbers only (no quoting needed); JavaScript's
+ * PostgreSQL array literal: the driver's own array serialisation, element by element, costs more
+ * (docs/design/ingest.md, "Alternatives rejected"). Numbers only (no quoting needed); JavaScript's
  * shortest round-trip form, which `float8in` reads back exactly.
  */
 function column(points: Float64Array, offset: number): string {
@@ -25,8 +25,8 @@ const DEVICE_SQL = `SELECT d.id, d.account_id, d.site_id, d.local_id, d.model, s
 /**
  * Inserts the (seq, ts, value) columns $1..$3. `skip`: rows whose (channel, ts) is stored are
  * skipped; else the statement fails on the first such row (a plain insert checks the key once, in
- * the index insertion; ON CONFLICT checks it first, a second descent per row: a fifth of
- * PostgreSQL's CPU at 32 measurements per request).
+ * the index insertion; ON CONFLICT checks it first, a second descent per row: docs/design/ingest.md,
+ * "Alternatives rejected").
  */
 const insertSql = (skip: boolean) => `WITH ins AS (
   INSERT INTO measurements (grp, sensor_seq, ts, value)
@@ -102,8 +102,8 @@ export class PostgresIngestStore implements IngestStore {
   /**
    * Groups in flight at once: their round trips overlap. Since channels and rollups are folded
    * elsewhere (ingest.fold.ts), groups share only device rows and rate-limit counters, locked in key
-   * order; 4 measured best with 50 connections on 2 cores (2: 29k, 4: 34k, 8: 38k measurements/s
-   * at 32 per request, but 8 leaves the pool of 10 little room for everything else).
+   * order. 4 is the choice of `BENCH_ONLY=ingest npm run bench` (docs/design/ingest.md, "Alternatives
+   * rejected"); more would leave the pool of 10 little room for everything else.
    */
   readonly concurrency = 4;
 

@@ -9,8 +9,8 @@ import type { FoldTx, IngestDevice, IngestStore, IngestTx, NewSensorRow, SensorR
 /** Rollups per INSERT statement (12 parameters each, well under SQLite's limit of 32766). */
 const CHUNK = 128;
 /**
- * Measurement rows per INSERT statement (a full request): measured a third less CPU per row than one
- * statement per row.
+ * Measurement rows per INSERT statement (a full request): less CPU per row than one statement per
+ * row (docs/design/ingest.md, "Alternatives rejected").
  */
 const ROWS_PER_INSERT = 32;
 
@@ -56,7 +56,7 @@ export class SqliteIngestStore implements IngestStore {
          @grace_min, @rule_enabled, @no_data_min, @state, @created_at)
        ON CONFLICT (device_id, kind, label_key) DO NOTHING`,
     );
-    // Rows go in statements of up to ROWS_PER_INSERT rows: a third cheaper per row than one statement
+    // Rows go in statements of up to ROWS_PER_INSERT rows: cheaper per row than one statement
     // each. A statement's `changes` cannot say which of its rows were duplicates, so when the total
     // falls short the group's rows are inserted again one by one, whose `changes` can (below).
     const insertMany = new Map<number, BetterSqlite3.Statement<number[]>>();

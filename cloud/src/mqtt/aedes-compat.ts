@@ -119,7 +119,7 @@ interface IncomingStore {
  * aedes reads a connection's next bytes only once the packets of the previous read are handled (its
  * private `_parsingBatch` count), and a PUBLISH is handled when `authorizePublish` calls back.
  * Holding the callback until the commit therefore keeps a connection's pipelined publishes to about
- * one socket read per commit (measured: about 23 of a 50-message window reach the hook at a time).
+ * one socket read per commit (docs/design/mqtt.md, "Alternatives rejected").
  * Marking the packet with aedes' private `_notAuthorized` flag before calling back lets aedes read on
  * without acknowledging or routing it; the caller answers it later with `answerPublish`. QoS 1 only:
  * a QoS 2 PUBLISH needs aedes' own flow (incoming store, PUBREC, PUBREL).

@@ -154,10 +154,9 @@ export class RuleEngine implements RuleChangeListener {
    * A drain in the background (a kick, the tick) stops early under a steady stream of data: then
    * every pass finds the channels written during the one before, a few new points each, and a kick
    * is pending that brings the next pass within `kickDelayMs` anyway. Looping on would evaluate
-   * back to back, as fast as the database answers (measured on PostgreSQL at 3,000 requests/s:
-   * 18 passes a second, a third of the server's CPU per request and half of PostgreSQL's, where one
-   * a second does the same work). A backlog (a pass that claimed its limit) is still worked off at
-   * once.
+   * back to back, as fast as the database answers, where one pass a second does the same work
+   * (docs/design/rules.md, "Alternatives rejected"). A backlog (a pass that claimed its limit) is
+   * still worked off at once.
    */
   private queueDrain(untilIdle: boolean): Promise<void> {
     if (this.queuedDrain) {

@@ -5,8 +5,8 @@
  * 64 channels of a group share one time-ordered run of pages. Keyed by (sensor_seq, ts) alone,
  * every channel has its own insertion point, so a commit that carries one new point for each of N
  * channels dirties N leaf pages (4 KiB written for a 24-byte row); with groups it dirties N/64.
- * 16 channels per group more than doubled ingest throughput on SQLite over (sensor_seq, ts); 64
- * took another 15 to 20 % (docs/design/ingest.md). A channel's raw range read scans its group's
+ * Why groups, and why 64: docs/design/ingest.md ("Measurement layout", "Alternatives rejected",
+ * with the `BENCH_ONLY=ingest npm run bench` figures). A channel's raw range read scans its group's
  * rows in that range (64 channels' worth) and filters by sensor_seq; long ranges are served from
  * rollups.
  *
