@@ -6,8 +6,8 @@ import { timestamp } from '../http/inputs.ts';
 import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import { auditView } from '../http/views.ts';
 import type { Services } from '../services.ts';
+import { auditView } from '../audit/audit.view.ts';
 
 const ListAudit = z.object({
   from: timestamp.optional(),

@@ -6,11 +6,11 @@ import { name, queryBoolean } from '../http/inputs.ts';
 import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import { deviceView } from '../http/views.ts';
 import type { Services } from '../services.ts';
 import type { IssuedToken } from './devices.service.ts';
 import { identifyDevice } from './identify.ts';
 import { DEVICE_MODELS } from './models.ts';
+import { deviceView } from './devices.view.ts';
 
 const localId = z
   .string()

@@ -4,8 +4,8 @@ import { param, userOf } from '../http/context.ts';
 import { timestamp } from '../http/inputs.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import { deviceView } from '../http/views.ts';
 import type { Services } from '../services.ts';
+import { deviceView } from './devices.view.ts';
 
 const MoveDevice = z.strictObject({ to_site_id: z.string().min(1), effective_at: timestamp });
 

@@ -2,8 +2,8 @@ import { z } from 'zod';
 import { param, userOf } from '../http/context.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import { sensorView } from '../http/views.ts';
 import type { Services } from '../services.ts';
+import { sensorView } from './sensors.view.ts';
 
 const nonNegative = z.number().min(0, 'must not be negative');
 const PatchSensor = z.strictObject({

@@ -6,9 +6,9 @@ import { name, timezone } from '../http/inputs.ts';
 import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import { siteView } from '../http/views.ts';
 import type { Services } from '../services.ts';
 import { isVertical, VERTICALS } from './verticals.ts';
+import { siteView } from './sites.view.ts';
 
 const CreateSite = z.strictObject({ name, vertical: z.string(), timezone: timezone.optional() });
 const PatchSite = z.strictObject({ name: name.optional(), timezone: timezone.optional() });
