@@ -1,7 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import querystring from 'node:querystring';
 import { newId } from '../../../shared/ids.ts';
-import { logRequest } from '../app.ts';
 import { PayloadTooLarge, type ApiError } from '../errors.ts';
 import { ingestHandlers, type IngestExchange } from '../ingest/ingest.routes.ts';
 import type { Logger } from '../logger.ts';
@@ -9,6 +8,7 @@ import type { Services } from '../services.ts';
 import { clientAddress, trustProxy, type TrustProxy } from './client-address.ts';
 import type { Principal } from './context.ts';
 import { BODY_LIMIT_BYTES, errorBody, toApiError } from './error-handler.ts';
+import { logRequest } from './request-log.ts';
 import type { Reply } from './route-table.ts';
 
 /**
