@@ -1,5 +1,6 @@
 import express, { type Express, type Request } from 'express';
 import { newId } from '../../shared/ids.ts';
+import { sessionCookie } from './auth/cookie.ts';
 import { trustProxy } from './http/client-address.ts';
 import { BODY_LIMIT_BYTES, errorHandler, notFoundHandler } from './http/error-handler.ts';
 import { logRequest } from './http/request-log.ts';
@@ -60,7 +61,10 @@ export function createApp(s: Services): { app: Express; routes: RouteDef[] } {
   );
 
   const routes = allRoutes(s);
-  mountRoutes(app, routes, s);
+  mountRoutes(app, routes, {
+    ...s,
+    sessionCookie: (secret, remainingMicros) => sessionCookie(s.config, secret, remainingMicros),
+  });
   app.use(notFoundHandler);
   app.use(errorHandler(s.log));
   return { app, routes };

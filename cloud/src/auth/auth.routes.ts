@@ -2,10 +2,10 @@ import { z } from 'zod';
 import { formatSeconds } from '../../../shared/time.ts';
 import { InvalidRequest } from '../errors.ts';
 import { userOf } from '../http/context.ts';
+import { readCookie, SESSION_COOKIE } from '../http/credentials.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
 import type { Services } from '../services.ts';
-import { SESSION_COOKIE, readCookie } from './authenticator.ts';
 import { clearedSessionCookie, sessionCookie } from './cookie.ts';
 import type { NewSession } from './auth.service.ts';
 

@@ -6,11 +6,12 @@ import {
   validateIngestBody,
 } from '../../../shared/ingest.ts';
 import { parseShellyQuery } from '../../../shared/shelly.ts';
-import { Authenticator, USER_TOKEN_PREFIX } from '../auth/authenticator.ts';
+import { USER_TOKEN_PREFIX, type Authenticator } from '../auth/authenticator.ts';
 import { hashSecret } from '../auth/secrets.ts';
 import type { Clock } from '../clock.ts';
 import { InvalidRequest, type ApiError } from '../errors.ts';
 import type { Principal } from '../http/context.ts';
+import { deviceToken } from '../http/credentials.ts';
 import { parseJson, type Reply } from '../http/route-table.ts';
 import { toApiError } from './ingest.core.ts';
 import type { Ingest, IngestItem } from './ingest.types.ts';
@@ -53,7 +54,7 @@ async function credentialOf(
 ): Promise<Pick<IngestItem, 'credential' | 'countRate'>> {
   const principal = x.principal;
   if (principal?.kind === 'device') return { credential: { kind: 'device', principal }, countRate: false };
-  const token = Authenticator.deviceToken(x.header('authorization'), x.query.token, queryToken);
+  const token = deviceToken(x.header('authorization'), x.query.token, queryToken);
   if (token?.startsWith(USER_TOKEN_PREFIX)) await authenticator.device(token); // throws 403 or 401
   return { credential: { kind: 'token', tokenHash: token ? hashSecret(token) : null }, countRate: true };
 }
