@@ -14,7 +14,8 @@ import { EventsRepository } from './events/events.repository.ts';
 import { EventsService } from './events/events.service.ts';
 import { ExportRepository } from './export/export.repository.ts';
 import { AccountExport } from './export/export.service.ts';
-import { DeviceMoves, DeviceMovesRepository } from './devices/moves.ts';
+import { DeviceMovesRepository } from './devices/moves.repository.ts';
+import { DeviceMovesService } from './devices/moves.service.ts';
 import { DEVICE_STATE_JOB, IngestCore } from './ingest/ingest.core.ts';
 import type { DeviceStateChange } from './ingest/ingest.types.ts';
 import { PostgresIngestStore } from './ingest/ingest.store.postgres.ts';
@@ -83,7 +84,7 @@ export interface Services {
   bridges: BridgesService;
   /** The MQTT bridge endpoint; started by `Cloud.start()` unless MQTT_PORT is 0. */
   mqtt: MqttBridge;
-  deviceMoves: DeviceMoves;
+  deviceMoves: DeviceMovesService;
   measurementsRepository: MeasurementsRepository;
   measurements: MeasurementsService;
   retention: RetentionJob;
@@ -205,7 +206,7 @@ export function buildServices(deps: {
     mqttUrl: () =>
       config.mqttUrl ?? `mqtts://${new URL(config.baseUrl).hostname}:${mqtt.port || config.mqttPort || 8883}`,
   });
-  const deviceMoves = new DeviceMoves({
+  const deviceMoves = new DeviceMovesService({
     db,
     clock,
     log: log.child({ module: 'devices' }),

@@ -8,7 +8,7 @@ import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
 import type { DevicesService } from './devices.service.ts';
 import { deviceView } from './devices.view.ts';
-import type { DeviceMoves } from './moves.ts';
+import type { DeviceMovesService } from './moves.service.ts';
 
 const MoveDevice = z.strictObject({ to_site_id: z.string().min(1), effective_at: timestamp });
 
@@ -16,7 +16,7 @@ const MoveDevice = z.strictObject({ to_site_id: z.string().min(1), effective_at:
 export interface DeviceMoveRoutesDeps {
   db: Db;
   devices: DevicesService;
-  deviceMoves: DeviceMoves;
+  deviceMoves: DeviceMovesService;
   sites: SitesRepository;
 }
 
