@@ -6,8 +6,8 @@ import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
 import type { PageRequest } from '../storage/keyset.ts';
 import type { WebhooksService } from '../webhooks/webhooks.service.ts';
-import type { EventFilter, EventsRepository } from './events.repository.ts';
-import { eventView, type AlarmEventRow } from './events.view.ts';
+import type { AlarmEventRow, EventFilter, EventsRepository } from './events.repository.ts';
+import { eventView } from './events.view.ts';
 
 /** Alarm events as people read and acknowledge them (docs/api/rules.md). */
 export class EventsService {
