@@ -29,7 +29,7 @@ import { MeasurementsRepository } from './measurements/measurements.repository.t
 import { MeasurementsService } from './measurements/measurements.service.ts';
 import { MAIL_JOB, mailJobHandler } from './mail/mail-job.ts';
 import { Mailer } from './mail/mailer.ts';
-import { AlarmMailAndWebhooks } from './notify/alarm-notifier.ts';
+import { AlarmMailAndWebhooks } from './notify/alarm-mail-and-webhooks.ts';
 import { MqttBridge } from './mqtt/mqtt-bridge.ts';
 import { BridgePki } from './pki/pki.ts';
 import { RetentionJob } from './retention/retention.ts';
