@@ -13,7 +13,7 @@ import { DevicesService } from './devices/devices.service.ts';
 import { EventsRepository } from './events/events.repository.ts';
 import { EventsService } from './events/events.service.ts';
 import { ExportRepository } from './export/export.repository.ts';
-import { AccountExport } from './export/export.service.ts';
+import { ExportService } from './export/export.service.ts';
 import { DeviceMovesRepository } from './devices/moves.repository.ts';
 import { DeviceMovesService } from './devices/moves.service.ts';
 import { DEVICE_STATE_JOB, IngestCore } from './ingest/ingest.core.ts';
@@ -88,7 +88,7 @@ export interface Services {
   measurementsRepository: MeasurementsRepository;
   measurements: MeasurementsService;
   retention: RetentionJob;
-  accountExport: AccountExport;
+  accountExport: ExportService;
 }
 
 /** The ingest hot path uses each database's own driver directly (the one dialect branch of ingest). */
@@ -233,7 +233,7 @@ export function buildServices(deps: {
     measurements: measurementsRepository,
     catchUp: () => ingest.catchUp(),
   });
-  const accountExport = new AccountExport({
+  const accountExport = new ExportService({
     db,
     clock,
     config,

@@ -2,11 +2,11 @@ import { formatSeconds } from '../../../shared/time.ts';
 import type { Clock } from '../clock.ts';
 import { userOf } from '../http/context.ts';
 import type { RouteDef } from '../http/route-table.ts';
-import type { AccountExport } from './export.service.ts';
+import type { ExportService } from './export.service.ts';
 
 /** What these routes use; the composition root passes them in. */
 export interface ExportRoutesDeps {
-  accountExport: AccountExport;
+  accountExport: ExportService;
   clock: Clock;
 }
 

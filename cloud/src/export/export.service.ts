@@ -104,7 +104,7 @@ async function* keyset<R>(
  * in pages and the archive is written with backpressure, so memory stays flat however large the
  * account. The export is not a snapshot: rows written while it runs may or may not be in it.
  */
-export class AccountExport {
+export class ExportService {
   constructor(
     private readonly deps: {
       db: Db;
