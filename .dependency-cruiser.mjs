@@ -1,5 +1,5 @@
 /**
- * The import graph's rules (docs/architecture.md, "Layers"). `npm run lint:deps` checks them, and
+ * The import graph's rules (docs/architecture.md, "Layers of the cloud"). `npm run lint:deps` checks them, and
  * test/architecture/import-graph.test.ts fails on any violation. Type-only imports count: they are
  * edges of the graph like any other.
  *
@@ -50,6 +50,14 @@ export default {
       comment: 'The gateway and the cloud share only shared/.',
       from: { path: '^cloud/' },
       to: { path: '^gateway/' },
+    },
+    {
+      name: 'gateway-parts-not-root',
+      severity: 'error',
+      comment:
+        "The gateway's collectors, buffer and uplink never import gateway.ts or main.ts, which wire them.",
+      from: { path: '^gateway/src/(collectors|buffer|uplink)/' },
+      to: { path: '^gateway/src/(gateway|main)[.]ts$' },
     },
     {
       name: 'base-imports-shared-only',

@@ -7,7 +7,7 @@ import { cruise, type ICruiseOptions, type ICruiseResult, type IForbiddenRuleTyp
 import extractTSConfig from 'dependency-cruiser/config-utl/extract-ts-config';
 
 /**
- * The import graph keeps its layers (docs/architecture.md, "Layers"): the rules of
+ * The import graph keeps its layers (docs/architecture.md, "Layers of the cloud"): the rules of
  * `.dependency-cruiser.mjs` hold over cloud/src, gateway/src and shared/, and they catch what they
  * are meant to catch in a small tree made for it.
  */
@@ -66,19 +66,48 @@ describe('the import graph', () => {
         fs.writeFileSync(path.join(dir, name), text);
       }
     };
+    const source = (...lines: string[]) => `${lines.join('\n')}\n`;
     /** A new resource folder laid out the way CONTRIBUTING.md says, mounted by the composition root. */
     const resource: Record<string, string> = {
-      'shared/time.ts': `export const second = 1;\n`,
-      'cloud/src/errors.ts': `export class NotFound extends Error {}\n`,
-      'cloud/src/storage/keyset.ts': `export interface PageRequest { limit: number }\n`,
-      'cloud/src/http/route-table.ts': `import { NotFound } from '../errors.ts';\nexport interface RouteDef { path: string }\nexport const notFound = NotFound;\n`,
-      'cloud/src/reports/reports.repository.ts': `import type { PageRequest } from '../storage/keyset.ts';\nexport class ReportsRepository { list(_p: PageRequest) { return []; } }\n`,
-      'cloud/src/reports/reports.service.ts': `import { second } from '../../../shared/time.ts';\nimport type { ReportsRepository } from './reports.repository.ts';\nexport class ReportsService { constructor(readonly repository: ReportsRepository) {} at = second; }\n`,
-      'cloud/src/reports/reports.routes.ts': `import type { RouteDef } from '../http/route-table.ts';\nimport type { ReportsService } from './reports.service.ts';\nexport interface ReportRoutesDeps { reports: ReportsService }\nexport function reportRoutes(_s: ReportRoutesDeps): RouteDef[] { return []; }\n`,
-      'cloud/src/services.ts': `import { ReportsRepository } from './reports/reports.repository.ts';\nimport { ReportsService } from './reports/reports.service.ts';\nexport const services = { reports: new ReportsService(new ReportsRepository()) };\n`,
-      'cloud/src/routes.ts': `import { reportRoutes } from './reports/reports.routes.ts';\nimport { services } from './services.ts';\nexport const routes = reportRoutes(services);\n`,
+      'shared/time.ts': source('export const second = 1;'),
+      'gateway/src/main.ts': source(
+        `import { second } from '../../shared/time.ts';`,
+        'export const t = second;',
+      ),
+      'cloud/src/errors.ts': source('export class NotFound extends Error {}'),
+      'cloud/src/storage/keyset.ts': source('export interface PageRequest { limit: number }'),
+      'cloud/src/http/route-table.ts': source(
+        `import { NotFound } from '../errors.ts';`,
+        'export interface RouteDef { path: string }',
+        'export const notFound = NotFound;',
+      ),
+      'cloud/src/reports/reports.repository.ts': source(
+        `import type { PageRequest } from '../storage/keyset.ts';`,
+        'export class ReportsRepository { list(_p: PageRequest) { return []; } }',
+      ),
+      'cloud/src/reports/reports.service.ts': source(
+        `import { second } from '../../../shared/time.ts';`,
+        `import type { ReportsRepository } from './reports.repository.ts';`,
+        'export class ReportsService { constructor(readonly repository: ReportsRepository) {} at = second; }',
+      ),
+      'cloud/src/reports/reports.routes.ts': source(
+        `import type { RouteDef } from '../http/route-table.ts';`,
+        `import type { ReportsService } from './reports.service.ts';`,
+        'export interface ReportRoutesDeps { reports: ReportsService }',
+        'export function reportRoutes(_s: ReportRoutesDeps): RouteDef[] { return []; }',
+      ),
+      'cloud/src/services.ts': source(
+        `import { ReportsRepository } from './reports/reports.repository.ts';`,
+        `import { ReportsService } from './reports/reports.service.ts';`,
+        'export const services = { reports: new ReportsService(new ReportsRepository()) };',
+      ),
+      'cloud/src/routes.ts': source(
+        `import { reportRoutes } from './reports/reports.routes.ts';`,
+        `import { services } from './services.ts';`,
+        'export const routes = reportRoutes(services);',
+      ),
     };
-    const roots = ['cloud/src', 'shared'];
+    const roots = ['cloud/src', 'gateway/src', 'shared'];
 
     it('passes a new resource folder without any change to the rules', async () => {
       write(resource);
@@ -88,8 +117,15 @@ describe('the import graph', () => {
     it('refuses the HTTP edge reaching up into a resource, and a resource importing the root', async () => {
       write({
         ...resource,
-        'cloud/src/http/route-table.ts': `import type { ReportsService } from '../reports/reports.service.ts';\nexport interface RouteDef { path: string; s?: ReportsService }\n`,
-        'cloud/src/reports/reports.routes.ts': `import type { RouteDef } from '../http/route-table.ts';\nimport type { services } from '../services.ts';\nexport function reportRoutes(_s: typeof services): RouteDef[] { return []; }\n`,
+        'cloud/src/http/route-table.ts': source(
+          `import type { ReportsService } from '../reports/reports.service.ts';`,
+          'export interface RouteDef { path: string; s?: ReportsService }',
+        ),
+        'cloud/src/reports/reports.routes.ts': source(
+          `import type { RouteDef } from '../http/route-table.ts';`,
+          `import type { services } from '../services.ts';`,
+          'export function reportRoutes(_s: typeof services): RouteDef[] { return []; }',
+        ),
       });
       expect((await violations(dir, roots)).sort()).toEqual([
         'http-edge-not-up: cloud/src/http/route-table.ts → cloud/src/reports/reports.service.ts',
@@ -97,18 +133,38 @@ describe('the import graph', () => {
       ]);
     }, 30_000);
 
-    it('refuses a repository importing the HTTP edge, a routes file imported outside the root, and shared/ importing the cloud', async () => {
+    it('refuses a repository importing the HTTP edge, a service importing routes, shared/ importing the cloud and the gateway importing the cloud', async () => {
       write({
         ...resource,
-        'cloud/src/reports/reports.repository.ts': `import type { RouteDef } from '../http/route-table.ts';\nexport class ReportsRepository { r?: RouteDef }\n`,
-        'cloud/src/reports/reports.service.ts': `import type { reportRoutes } from './reports.routes.ts';\nimport type { ReportsRepository } from './reports.repository.ts';\nexport class ReportsService { constructor(readonly repository: ReportsRepository, readonly r?: typeof reportRoutes) {} }\n`,
-        'shared/time.ts': `import type { NotFound } from '../cloud/src/errors.ts';\nexport type E = NotFound;\n`,
+        'cloud/src/reports/reports.repository.ts': source(
+          `import type { RouteDef } from '../http/route-table.ts';`,
+          'export class ReportsRepository { r?: RouteDef }',
+        ),
+        'cloud/src/reports/reports.service.ts': source(
+          `import type { reportRoutes } from './reports.routes.ts';`,
+          `import type { ReportsRepository } from './reports.repository.ts';`,
+          'export class ReportsService {',
+          '  constructor(readonly repository: ReportsRepository, readonly r?: typeof reportRoutes) {}',
+          '}',
+        ),
+        'shared/time.ts': source(
+          `import type { NotFound } from '../cloud/src/errors.ts';`,
+          'export type E = NotFound;',
+          'export const second = 1;',
+        ),
+        'gateway/src/main.ts': source(
+          `import { NotFound } from '../../cloud/src/errors.ts';`,
+          'export const e = NotFound;',
+        ),
       });
+      const routes = 'cloud/src/reports/reports.routes.ts';
+      const service = 'cloud/src/reports/reports.service.ts';
       expect((await violations(dir, roots)).sort()).toEqual([
-        'no-circular: cloud/src/reports/reports.routes.ts → cloud/src/reports/reports.service.ts (cycle: cloud/src/reports/reports.routes.ts → cloud/src/reports/reports.service.ts → cloud/src/reports/reports.routes.ts)',
+        'gateway-not-cloud: gateway/src/main.ts → cloud/src/errors.ts',
+        `no-circular: ${routes} → ${service} (cycle: ${routes} → ${service} → ${routes})`,
         'repositories-below-services: cloud/src/reports/reports.repository.ts → cloud/src/http/route-table.ts',
-        'routes-only-from-root: cloud/src/reports/reports.service.ts → cloud/src/reports/reports.routes.ts',
-        'services-not-routes: cloud/src/reports/reports.service.ts → cloud/src/reports/reports.routes.ts',
+        `routes-only-from-root: ${service} → ${routes}`,
+        `services-not-routes: ${service} → ${routes}`,
         'shared-imports-libraries-only: shared/time.ts → cloud/src/errors.ts',
       ]);
     }, 30_000);
@@ -116,12 +172,17 @@ describe('the import graph', () => {
     it('refuses a cycle, also one made of type-only imports', async () => {
       write({
         ...resource,
-        'cloud/src/reports/report-a.ts': `import type { B } from './report-b.ts';\nexport interface A { b: B }\n`,
-        'cloud/src/reports/report-b.ts': `import type { A } from './report-a.ts';\nexport interface B { a?: A }\n`,
+        'cloud/src/reports/report-a.ts': source(
+          `import type { B } from './report-b.ts';`,
+          'export interface A { b: B }',
+        ),
+        'cloud/src/reports/report-b.ts': source(
+          `import type { A } from './report-a.ts';`,
+          'export interface B { a?: A }',
+        ),
       });
-      expect(await violations(dir, roots)).toEqual([
-        'no-circular: cloud/src/reports/report-a.ts → cloud/src/reports/report-b.ts (cycle: cloud/src/reports/report-a.ts → cloud/src/reports/report-b.ts → cloud/src/reports/report-a.ts)',
-      ]);
+      const [a, b] = ['cloud/src/reports/report-a.ts', 'cloud/src/reports/report-b.ts'];
+      expect(await violations(dir, roots)).toEqual([`no-circular: ${a} → ${b} (cycle: ${a} → ${b} → ${a})`]);
     }, 30_000);
   });
 });
