@@ -1,7 +1,7 @@
 /**
- * The import graph's rules (docs/architecture.md, "Layers of the cloud"). `npm run lint:deps` checks them, and
- * test/architecture/import-graph.test.ts fails on any violation. Type-only imports count: they are
- * edges of the graph like any other.
+ * The import graph's rules (docs/architecture.md, "Layers of the cloud"). `npm run lint:deps`
+ * checks them, and test/architecture/import-graph.test.ts fails on any violation. Type-only imports
+ * count: they are edges of the graph like any other.
  *
  * Layers of the cloud, from the bottom:
  *   shared/               what the cloud and the gateway both speak; imports libraries only

@@ -133,7 +133,7 @@ describe('the import graph', () => {
       ]);
     }, 30_000);
 
-    it('refuses a repository importing the HTTP edge, a service importing routes, shared/ importing the cloud and the gateway importing the cloud', async () => {
+    it('refuses a repository on the HTTP edge, a service on routes, shared/ or the gateway on the cloud', async () => {
       write({
         ...resource,
         'cloud/src/reports/reports.repository.ts': source(
