@@ -1,38 +1,13 @@
 import express, { type Express, type Request } from 'express';
 import { newId } from '../../shared/ids.ts';
-import type { Principal } from './http/context.ts';
+import { sessionCookie } from './auth/cookie.ts';
 import { trustProxy } from './http/client-address.ts';
 import { BODY_LIMIT_BYTES, errorHandler, notFoundHandler } from './http/error-handler.ts';
+import { logRequest } from './http/request-log.ts';
 import { mountRoutes, type RouteDef } from './http/route-table.ts';
-import { redactUrl, type Logger } from './logger.ts';
+import type { Logger } from './logger.ts';
 import { allRoutes } from './routes.ts';
 import type { Services } from './services.ts';
-
-/** The access log's line for one request (the Express app and the ingest fast path alike). */
-export function logRequest(
-  log: Logger,
-  requestId: string,
-  method: string,
-  url: string,
-  ip: string | undefined,
-  status: number,
-  started: number,
-  principal: Principal | null,
-): void {
-  log.info(
-    {
-      req_id: requestId,
-      method,
-      url: redactUrl(url),
-      ip,
-      status,
-      ms: Math.round((performance.now() - started) * 10) / 10,
-      account_id: principal?.accountId,
-      device_id: principal?.kind === 'device' ? principal.deviceId : undefined,
-    },
-    'request',
-  );
-}
 
 /** The Express app: request id, access log, body limit, the route table, 404 and the error envelope. */
 export function createApp(s: Services): { app: Express; routes: RouteDef[] } {
@@ -86,7 +61,10 @@ export function createApp(s: Services): { app: Express; routes: RouteDef[] } {
   );
 
   const routes = allRoutes(s);
-  mountRoutes(app, routes, s);
+  mountRoutes(app, routes, {
+    ...s,
+    sessionCookie: (secret, remainingMicros) => sessionCookie(s.config, secret, remainingMicros),
+  });
   app.use(notFoundHandler);
   app.use(errorHandler(s.log));
   return { app, routes };

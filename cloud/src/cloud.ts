@@ -1,10 +1,10 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from './app.ts';
-import { ingestFastPath } from './http/ingest-fast-path.ts';
 import { SystemClock, type Clock } from './clock.ts';
 import { withListeningPort, type Config } from './config.ts';
 import type { RouteDef } from './http/route-table.ts';
+import { ingestFastPath } from './ingest/ingest.fast-path.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { buildServices, type Services } from './services.ts';
 import { createDataDir, warnIfReadableByOthers } from './storage/data-dir.ts';

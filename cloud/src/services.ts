@@ -13,8 +13,9 @@ import { DevicesService } from './devices/devices.service.ts';
 import { EventsRepository } from './events/events.repository.ts';
 import { EventsService } from './events/events.service.ts';
 import { ExportRepository } from './export/export.repository.ts';
-import { AccountExport } from './export/export.service.ts';
-import { DeviceMoves, DeviceMovesRepository } from './devices/moves.ts';
+import { ExportService } from './export/export.service.ts';
+import { DeviceMovesRepository } from './devices/moves.repository.ts';
+import { DeviceMovesService } from './devices/moves.service.ts';
 import { DEVICE_STATE_JOB, IngestCore } from './ingest/ingest.core.ts';
 import type { DeviceStateChange } from './ingest/ingest.types.ts';
 import { PostgresIngestStore } from './ingest/ingest.store.postgres.ts';
@@ -28,7 +29,7 @@ import { MeasurementsRepository } from './measurements/measurements.repository.t
 import { MeasurementsService } from './measurements/measurements.service.ts';
 import { MAIL_JOB, mailJobHandler } from './mail/mail-job.ts';
 import { Mailer } from './mail/mailer.ts';
-import { AlarmMailAndWebhooks } from './notify/alarm-notifier.ts';
+import { AlarmMailAndWebhooks } from './notify/alarm-mail-and-webhooks.ts';
 import { MqttBridge } from './mqtt/mqtt-bridge.ts';
 import { BridgePki } from './pki/pki.ts';
 import { RetentionJob } from './retention/retention.ts';
@@ -83,11 +84,11 @@ export interface Services {
   bridges: BridgesService;
   /** The MQTT bridge endpoint; started by `Cloud.start()` unless MQTT_PORT is 0. */
   mqtt: MqttBridge;
-  deviceMoves: DeviceMoves;
+  deviceMoves: DeviceMovesService;
   measurementsRepository: MeasurementsRepository;
   measurements: MeasurementsService;
   retention: RetentionJob;
-  accountExport: AccountExport;
+  accountExport: ExportService;
 }
 
 /** The ingest hot path uses each database's own driver directly (the one dialect branch of ingest). */
@@ -205,7 +206,7 @@ export function buildServices(deps: {
     mqttUrl: () =>
       config.mqttUrl ?? `mqtts://${new URL(config.baseUrl).hostname}:${mqtt.port || config.mqttPort || 8883}`,
   });
-  const deviceMoves = new DeviceMoves({
+  const deviceMoves = new DeviceMovesService({
     db,
     clock,
     log: log.child({ module: 'devices' }),
@@ -232,7 +233,7 @@ export function buildServices(deps: {
     measurements: measurementsRepository,
     catchUp: () => ingest.catchUp(),
   });
-  const accountExport = new AccountExport({
+  const accountExport = new ExportService({
     db,
     clock,
     config,

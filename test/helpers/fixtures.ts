@@ -1,4 +1,5 @@
 import { newId } from '../../shared/ids.ts';
+import type { AlarmEventRow } from '../../cloud/src/events/events.repository.ts';
 import type { SensorRow } from '../../cloud/src/sensors/sensors.repository.ts';
 import type { TestCloud } from './cloud.ts';
 
@@ -120,8 +121,8 @@ export function alarmEventRow(
   },
   id: string,
   startedAt: number,
-  more: Record<string, unknown> = {},
-) {
+  more: Partial<AlarmEventRow> = {},
+): AlarmEventRow {
   return {
     id,
     account_id: owner.accountId,

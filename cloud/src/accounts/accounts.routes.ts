@@ -1,13 +1,15 @@
 import { z } from 'zod';
 import { formatSeconds } from '../../../shared/time.ts';
+import type { AuditRepository } from '../audit/audit.repository.ts';
+import { auditView } from '../audit/audit.view.ts';
 import { notFound } from '../errors.ts';
 import { userOf } from '../http/context.ts';
 import { timestamp } from '../http/inputs.ts';
 import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import { auditView } from '../http/views.ts';
-import type { Services } from '../services.ts';
+import type { Db } from '../storage/database.ts';
+import type { AccountsRepository } from './accounts.repository.ts';
 
 const ListAudit = z.object({
   from: timestamp.optional(),
@@ -16,7 +18,14 @@ const ListAudit = z.object({
   ...pageQuerySchema,
 });
 
-export function accountRoutes(s: Services): RouteDef[] {
+/** What these routes use; the composition root passes them in. */
+export interface AccountRoutesDeps {
+  db: Db;
+  accounts: AccountsRepository;
+  audit: AuditRepository;
+}
+
+export function accountRoutes(s: AccountRoutesDeps): RouteDef[] {
   const { db, accounts, audit } = s;
   return [
     {

@@ -1,7 +1,6 @@
 import { newId } from '../../../shared/ids.ts';
-import type { PageRequest } from '../http/pagination.ts';
 import type { Db } from '../storage/database.ts';
-import { keysetPage } from '../storage/keyset.ts';
+import { keysetPage, type PageRequest } from '../storage/keyset.ts';
 import type { Tables } from '../storage/schema.ts';
 
 /** Audit kinds (docs/api/reads.md). */

@@ -1,13 +1,13 @@
 import { z } from 'zod';
 import { formatSeconds } from '../../../shared/time.ts';
+import type { Config } from '../config.ts';
 import { InvalidRequest } from '../errors.ts';
 import { userOf } from '../http/context.ts';
+import { readCookie, SESSION_COOKIE } from '../http/credentials.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import type { Services } from '../services.ts';
-import { SESSION_COOKIE, readCookie } from './authenticator.ts';
+import type { AuthService, NewSession } from './auth.service.ts';
 import { clearedSessionCookie, sessionCookie } from './cookie.ts';
-import type { NewSession } from './auth.service.ts';
 
 const RequestCode = z.object({
   email: z.preprocess((v) => (typeof v === 'string' ? v.trim() : v), z.email().max(254)),
@@ -22,8 +22,14 @@ function sessionBody(created: NewSession) {
   };
 }
 
+/** What these routes use; the composition root passes them in. */
+export interface AuthRoutesDeps {
+  authService: AuthService;
+  config: Config;
+}
+
 /** Human login by magic link (docs/api/auth.md). */
-export function authRoutes(s: Services): RouteDef[] {
+export function authRoutes(s: AuthRoutesDeps): RouteDef[] {
   const { authService, config } = s;
   return [
     {

@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.ts';
 import { Forbidden, Unauthenticated } from '../errors.ts';
 import type { DevicePrincipal, Principal, UserPrincipal } from '../http/context.ts';
+import { bearerToken, readCookie, SESSION_COOKIE } from '../http/credentials.ts';
 import type { Db } from '../storage/database.ts';
 import type { TokensRepository } from '../tokens/tokens.repository.ts';
 import type { AuthService } from './auth.service.ts';
@@ -9,7 +10,6 @@ import { hashSecret } from './secrets.ts';
 export const USER_TOKEN_PREFIX = 'ua_live_';
 export const DEVICE_TOKEN_PREFIX = 'ds_live_';
 export const WEBHOOK_TOKEN_PREFIX = 'whk_';
-export const SESSION_COOKIE = 'os_session';
 
 /**
  * Turns credentials into a Principal (docs/api/auth.md).
@@ -21,25 +21,8 @@ export class Authenticator {
     private readonly deps: { db: Db; clock: Clock; tokens: TokensRepository; authService: AuthService },
   ) {}
 
-  /** `Bearer <token>` → the token, or null when the header is absent. */
-  static bearer(header: string | undefined): string | null {
-    if (header === undefined) return null;
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    return match ? match[1]! : '';
-  }
-
-  /**
-   * A device token: the Bearer header, else (Shelly GET only, `allowQuery`) the `token` query value.
-   * Null when neither is present.
-   */
-  static deviceToken(header: string | undefined, query: unknown, allowQuery: boolean): string | null {
-    const token = Authenticator.bearer(header);
-    if (token === null && allowQuery && typeof query === 'string') return query;
-    return token;
-  }
-
   async user(header: string | undefined): Promise<UserPrincipal> {
-    const token = Authenticator.bearer(header);
+    const token = bearerToken(header);
     if (token === null) throw new Unauthenticated('auth_required', 'send Authorization: Bearer <token>');
     if (token.startsWith(USER_TOKEN_PREFIX)) {
       const row = await this.deps.tokens.findLiveByHash(this.deps.db, hashSecret(token));
@@ -115,24 +98,6 @@ export class Authenticator {
       remainingMicros: session.expires_at - this.deps.clock.nowMicros(),
     };
   }
-}
-
-export function readCookie(header: string | undefined, name: string): string | null {
-  if (!header) return null;
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq < 0) continue;
-    if (part.slice(0, eq).trim() === name) {
-      const value = part.slice(eq + 1).trim();
-      if (value === '') return null;
-      try {
-        return decodeURIComponent(value);
-      } catch {
-        return null; // not a cookie we set: no session
-      }
-    }
-  }
-  return null;
 }
 
 export type { Principal };

@@ -1,6 +1,6 @@
 import type { Config } from '../config.ts';
+import { SESSION_COOKIE } from '../http/credentials.ts';
 import { SESSION_TTL_MICROS } from './auth.service.ts';
-import { SESSION_COOKIE } from './authenticator.ts';
 
 /**
  * The `os_session` cookie with every attribute of the spec's table: Path=/, HttpOnly, Secure,

@@ -1,21 +1,32 @@
 import { z } from 'zod';
+import { notFound } from '../errors.ts';
 import { param, userOf } from '../http/context.ts';
 import { name } from '../http/inputs.ts';
 import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import { notFound } from '../errors.ts';
-import type { Services } from '../services.ts';
+import type { SitesRepository } from '../sites/sites.repository.ts';
+import type { Db } from '../storage/database.ts';
+import type { BridgesRepository } from './bridges.repository.ts';
+import type { BridgesService } from './bridges.service.ts';
 
 const CreateBridge = z.strictObject({ site_id: z.string().min(1), name });
 const ListBridges = z.object(pageQuerySchema);
+
+/** What these routes use; the composition root passes them in. */
+export interface BridgeRoutesDeps {
+  db: Db;
+  bridges: BridgesService;
+  bridgesRepository: BridgesRepository;
+  sites: SitesRepository;
+}
 
 /**
  * MQTT bridges (docs/api/mqtt.md). Creating and deleting one needs the
  * admin scope: a bridge certificate is a credential into the account, like a token or an
  * integration, which `write` does not manage (docs/api/auth.md).
  */
-export function bridgeRoutes(s: Services): RouteDef[] {
+export function bridgeRoutes(s: BridgeRoutesDeps): RouteDef[] {
   const { db, bridges, bridgesRepository, sites } = s;
   return [
     {

@@ -6,9 +6,12 @@ import { name, queryBoolean } from '../http/inputs.ts';
 import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import { deviceView } from '../http/views.ts';
-import type { Services } from '../services.ts';
-import type { IssuedToken } from './devices.service.ts';
+import type { BridgeConnections, MqttBridge } from '../mqtt/mqtt-bridge.ts';
+import type { SitesRepository } from '../sites/sites.repository.ts';
+import type { Db } from '../storage/database.ts';
+import type { DevicesRepository } from './devices.repository.ts';
+import type { DevicesService, IssuedToken } from './devices.service.ts';
+import { deviceView } from './devices.view.ts';
 import { identifyDevice } from './identify.ts';
 import { DEVICE_MODELS } from './models.ts';
 
@@ -48,7 +51,16 @@ function issuedView(issued: IssuedToken) {
   };
 }
 
-export function deviceRoutes(s: Services): RouteDef[] {
+/** What these routes use; the composition root passes them in. */
+export interface DeviceRoutesDeps {
+  db: Db;
+  devices: DevicesService;
+  devicesRepository: DevicesRepository;
+  sites: SitesRepository;
+  mqtt: BridgeConnections & Pick<MqttBridge, 'identifyPayload'>;
+}
+
+export function deviceRoutes(s: DeviceRoutesDeps): RouteDef[] {
   const { db, devices, sites } = s;
   return [
     {

@@ -4,12 +4,23 @@ import { param, userOf } from '../http/context.ts';
 import { timestamp } from '../http/inputs.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import { deviceView } from '../http/views.ts';
-import type { Services } from '../services.ts';
+import type { SitesRepository } from '../sites/sites.repository.ts';
+import type { Db } from '../storage/database.ts';
+import type { DevicesService } from './devices.service.ts';
+import { deviceView } from './devices.view.ts';
+import type { DeviceMovesService } from './moves.service.ts';
 
 const MoveDevice = z.strictObject({ to_site_id: z.string().min(1), effective_at: timestamp });
 
-export function deviceMoveRoutes(s: Services): RouteDef[] {
+/** What these routes use; the composition root passes them in. */
+export interface DeviceMoveRoutesDeps {
+  db: Db;
+  devices: DevicesService;
+  deviceMoves: DeviceMovesService;
+  sites: SitesRepository;
+}
+
+export function deviceMoveRoutes(s: DeviceMoveRoutesDeps): RouteDef[] {
   const { db, devices, deviceMoves, sites } = s;
   return [
     {

@@ -1,7 +1,9 @@
-import type { PageRequest } from '../http/pagination.ts';
 import type { Db } from '../storage/database.ts';
-import { keysetPage } from '../storage/keyset.ts';
-import type { AlarmEventRow } from './events.view.ts';
+import { keysetPage, type PageRequest } from '../storage/keyset.ts';
+import type { Tables } from '../storage/schema.ts';
+
+/** A row of `alarm_events`: the rule engine writes them, this resource reads and acknowledges them. */
+export type AlarmEventRow = Tables['alarm_events'];
 
 export interface EventFilter {
   accountId: string;

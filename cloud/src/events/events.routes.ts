@@ -4,7 +4,7 @@ import { queryBoolean, timestamp } from '../http/inputs.ts';
 import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import type { Services } from '../services.ts';
+import type { EventsService } from './events.service.ts';
 import { eventView } from './events.view.ts';
 
 const ListEvents = z.object({
@@ -20,7 +20,12 @@ const ListEvents = z.object({
 });
 const Ack = z.strictObject({ note: z.string().max(2000) });
 
-export function eventRoutes(s: Services): RouteDef[] {
+/** What these routes use; the composition root passes them in. */
+export interface EventRoutesDeps {
+  events: EventsService;
+}
+
+export function eventRoutes(s: EventRoutesDeps): RouteDef[] {
   const { events } = s;
   return [
     {

@@ -2,12 +2,12 @@ import type { AuditRepository } from '../audit/audit.repository.ts';
 import type { Clock } from '../clock.ts';
 import { Conflict, notFound } from '../errors.ts';
 import type { UserPrincipal } from '../http/context.ts';
-import type { PageRequest } from '../http/pagination.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
+import type { PageRequest } from '../storage/keyset.ts';
 import type { WebhooksService } from '../webhooks/webhooks.service.ts';
-import type { EventFilter, EventsRepository } from './events.repository.ts';
-import { eventView, type AlarmEventRow } from './events.view.ts';
+import type { AlarmEventRow, EventFilter, EventsRepository } from './events.repository.ts';
+import { eventView } from './events.view.ts';
 
 /** Alarm events as people read and acknowledge them (docs/api/rules.md). */
 export class EventsService {

@@ -1,7 +1,5 @@
 import { formatSeconds, formatSecondsOrNull } from '../../../shared/time.ts';
-import type { Tables } from '../storage/schema.ts';
-
-export type AlarmEventRow = Tables['alarm_events'];
+import type { AlarmEventRow } from './events.repository.ts';
 
 /**
  * An alarm event as the API, the webhooks and the export show it (docs/api/rules.md), plus `alarm_at`, `withdrawn_at`, `created_at` and `updated_at`.

@@ -1,26 +1,28 @@
-import { sql } from 'kysely';
 import type { Db } from '../storage/database.ts';
 import type { Tables } from '../storage/schema.ts';
 
-/** An alarm event as the export writes it (table `alarm_events`, migration 0002 of the rule engine). */
-export interface ExportEventRow {
-  id: string;
-  kind: string;
-  sensor_id: string;
-  channel_id: string;
-  device_id: string;
-  site_id: string;
-  started_at: number;
-  alarm_at: number;
-  ended_at: number | null;
-  ok_min: number;
-  ok_max: number;
-  peak_value: number | null;
-  silenced: number;
-  acknowledged_at: number | null;
-  acknowledged_by: string | null;
-  ack_note: string | null;
-}
+/** The columns of `alarm_events` the export writes, in events.csv's order. */
+const EXPORT_EVENT_COLUMNS = [
+  'id',
+  'kind',
+  'sensor_id',
+  'channel_id',
+  'device_id',
+  'site_id',
+  'started_at',
+  'alarm_at',
+  'ended_at',
+  'ok_min',
+  'ok_max',
+  'peak_value',
+  'silenced',
+  'acknowledged_at',
+  'acknowledged_by',
+  'ack_note',
+] as const;
+
+/** An alarm event as the export writes it. */
+export type ExportEventRow = Pick<Tables['alarm_events'], (typeof EXPORT_EVENT_COLUMNS)[number]>;
 
 /**
  * The account export's reads, each a keyset page (sort key, id) so the export walks any amount of
@@ -48,7 +50,7 @@ export class ExportRepository {
 
   /**
    * Alarm events of the account, oldest first; events the engine withdrew (replaced on recompute)
-   * are not part of the record. Plain SQL: the table belongs to the rule engine's migration.
+   * are not part of the record.
    */
   async eventsPage(
     db: Db,
@@ -56,16 +58,20 @@ export class ExportRepository {
     after: readonly [number, string] | null,
     limit: number,
   ): Promise<ExportEventRow[]> {
-    const afterClause = after
-      ? sql`AND (started_at > ${after[0]} OR (started_at = ${after[0]} AND id > ${after[1]}))`
-      : sql``;
-    const result = await sql<ExportEventRow>`
-      SELECT id, kind, sensor_id, channel_id, device_id, site_id, started_at, alarm_at, ended_at, ok_min, ok_max,
-        peak_value, silenced, acknowledged_at, acknowledged_by, ack_note
-      FROM alarm_events
-      WHERE account_id = ${accountId} AND withdrawn_at IS NULL ${afterClause}
-      ORDER BY started_at, id
-      LIMIT ${limit}`.execute(db);
-    return result.rows;
+    let q = db
+      .selectFrom('alarm_events')
+      .select(EXPORT_EVENT_COLUMNS)
+      .where('account_id', '=', accountId)
+      .where('withdrawn_at', 'is', null);
+    if (after) {
+      const [startedAt, id] = after;
+      q = q.where((eb) =>
+        eb.or([
+          eb('started_at', '>', startedAt),
+          eb.and([eb('started_at', '=', startedAt), eb('id', '>', id)]),
+        ]),
+      );
+    }
+    return q.orderBy('started_at').orderBy('id').limit(limit).execute();
   }
 }

@@ -1,9 +1,16 @@
 import { formatSeconds } from '../../../shared/time.ts';
+import type { Clock } from '../clock.ts';
 import { userOf } from '../http/context.ts';
 import type { RouteDef } from '../http/route-table.ts';
-import type { Services } from '../services.ts';
+import type { ExportService } from './export.service.ts';
 
-export function exportRoutes(s: Services): RouteDef[] {
+/** What these routes use; the composition root passes them in. */
+export interface ExportRoutesDeps {
+  accountExport: ExportService;
+  clock: Clock;
+}
+
+export function exportRoutes(s: ExportRoutesDeps): RouteDef[] {
   const { accountExport, clock } = s;
   return [
     {

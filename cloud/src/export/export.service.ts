@@ -3,7 +3,7 @@ import { pipeline } from 'node:stream/promises';
 import { ZipArchive } from 'archiver';
 import { formatMicros, formatSeconds, formatSecondsOrNull } from '../../../shared/time.ts';
 import type { Clock } from '../clock.ts';
-import type { DeviceMoves } from '../devices/moves.ts';
+import type { DeviceMovesService } from '../devices/moves.service.ts';
 import type { MeasurementsRepository } from '../measurements/measurements.repository.ts';
 import { csvLines } from '../measurements/csv.ts';
 import type { MeasurementsService } from '../measurements/measurements.service.ts';
@@ -104,7 +104,7 @@ async function* keyset<R>(
  * in pages and the archive is written with backpressure, so memory stays flat however large the
  * account. The export is not a snapshot: rows written while it runs may or may not be in it.
  */
-export class AccountExport {
+export class ExportService {
   constructor(
     private readonly deps: {
       db: Db;
@@ -113,7 +113,7 @@ export class AccountExport {
       exports: ExportRepository;
       measurementsRepository: MeasurementsRepository;
       measurements: MeasurementsService;
-      deviceMoves: DeviceMoves;
+      deviceMoves: DeviceMovesService;
     },
   ) {}
 

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { InvalidRequest } from '../errors.ts';
+import type { CursorKey, PageRequest } from '../storage/keyset.ts';
 
 /**
  * Cursor pagination (docs/api.md): `limit` 1..500 (default 100), an opaque `cursor`,
@@ -8,13 +9,6 @@ import { InvalidRequest } from '../errors.ts';
  */
 export const MAX_LIMIT = 500;
 export const DEFAULT_LIMIT = 100;
-
-export type CursorKey = readonly [sortValue: number, id: string];
-
-export interface PageRequest {
-  limit: number;
-  after: CursorKey | null;
-}
 
 export interface Page<T> {
   data: T[];

@@ -1,7 +1,5 @@
 import type { Express, Request, Response } from 'express';
 import type { z } from 'zod';
-import { Authenticator, readCookie, SESSION_COOKIE } from '../auth/authenticator.ts';
-import { sessionCookie } from '../auth/cookie.ts';
 import type { Config } from '../config.ts';
 import {
   Conflict,
@@ -14,6 +12,7 @@ import {
 import { fingerprint, MAX_IDEMPOTENCY_KEY_LENGTH, type IdempotencyStore } from '../limits/idempotency.ts';
 import type { RateLimiter } from '../limits/rate-limiter.ts';
 import type { Principal, Scope } from './context.ts';
+import { deviceToken, readCookie, SESSION_COOKIE } from './credentials.ts';
 import { errorBody, refuseNul, toApiError, type ErrorBody } from './error-handler.ts';
 
 /**
@@ -87,9 +86,26 @@ const FAMILY_HEADER: Record<RateFamily, string> = {
   ingest: 'X-RateLimit-Device',
 };
 
+/**
+ * Who is calling, as the pipeline asks it: the auth resource implements it (`auth/authenticator.ts`),
+ * and the composition root passes it in. Each throws the 401 or 403 its credential deserves.
+ */
+export interface CallerAuthenticator {
+  /** A user token from the `Authorization` header. */
+  user(authorization: string | undefined): Promise<Principal>;
+  /** A device token (from the header or, where allowed, the query), or null when none was sent. */
+  device(token: string | null): Promise<Principal>;
+  /** The session behind the `Cookie` header (rolled forward) and what is left of it, or null. */
+  session(
+    cookieHeader: string | undefined,
+  ): Promise<{ principal: Principal; remainingMicros: number } | null>;
+}
+
 export interface PipelineDeps {
   config: Config;
-  authenticator: Authenticator;
+  authenticator: CallerAuthenticator;
+  /** The `Set-Cookie` value that refreshes a session cookie for what is left of the session. */
+  sessionCookie: (secret: string, remainingMicros: number) => string;
   rateLimiter: RateLimiter;
   idempotency: IdempotencyStore;
 }
@@ -195,7 +211,7 @@ async function authenticate(
       return null;
     case 'device': {
       return authenticator.device(
-        Authenticator.deviceToken(req.headers.authorization, req.query.token, route.queryToken === true),
+        deviceToken(req.headers.authorization, req.query.token, route.queryToken === true),
       );
     }
     case 'session': {
@@ -221,7 +237,7 @@ async function sessionOf(req: Request, res: Response, deps: PipelineDeps): Promi
   const session = await deps.authenticator.session(req.headers.cookie);
   if (!session) return null;
   const secret = readCookie(req.headers.cookie, SESSION_COOKIE)!;
-  res.append('Set-Cookie', sessionCookie(deps.config, secret, session.remainingMicros));
+  res.append('Set-Cookie', deps.sessionCookie(secret, session.remainingMicros));
   return session.principal;
 }
 

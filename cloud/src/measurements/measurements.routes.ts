@@ -10,10 +10,10 @@ import { timestamp } from '../http/inputs.ts';
 import { DEFAULT_LIMIT, MAX_LIMIT, decodeCursor, encodeCursor } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import type { Services } from '../services.ts';
 import { csvLines } from './csv.ts';
-import type { Point, SeriesQuery } from './measurements.service.ts';
+import type { MeasurementsService, Point, SeriesQuery } from './measurements.service.ts';
 import { AGG_FNS, AGG_WIDTHS, type Agg } from './rollups.ts';
+import type { Clock } from '../clock.ts';
 
 const MAX_CHANNELS = 50;
 
@@ -98,7 +98,13 @@ async function sendCsv(ctx: RequestContext, res: Response, name: string, chunks:
   }
 }
 
-export function measurementRoutes(s: Services): RouteDef[] {
+/** What these routes use; the composition root passes them in. */
+export interface MeasurementRoutesDeps {
+  measurements: MeasurementsService;
+  clock: Clock;
+}
+
+export function measurementRoutes(s: MeasurementRoutesDeps): RouteDef[] {
   const { measurements, clock } = s;
   const readErrors = ['channel_not_found', 'invalid_request', 'invalid_range'];
   return [

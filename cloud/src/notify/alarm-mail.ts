@@ -1,5 +1,5 @@
 import { formatSeconds } from '../../../shared/time.ts';
-import type { AlarmEventRow } from '../events/events.view.ts';
+import type { AlarmEventRow } from '../events/events.repository.ts';
 
 /** Where an alarm happened, in the words people use on site. */
 export interface AlarmContext {

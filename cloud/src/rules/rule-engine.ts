@@ -1,6 +1,7 @@
 import { newId } from '../../../shared/ids.ts';
 import { MICROS_PER_HOUR } from '../../../shared/time.ts';
 import type { Clock } from '../clock.ts';
+import type { AlarmEventRow } from '../events/events.repository.ts';
 import type { Logger } from '../logger.ts';
 import type { RuleChangeListener, RuleFields } from '../sensors/sensors.service.ts';
 import { lockedTransaction, type Database, type Db } from '../storage/database.ts';
@@ -16,7 +17,7 @@ import {
   type Seed,
 } from './derive.ts';
 import { reconcile, type Desired, type StoredEvent } from './reconcile.ts';
-import type { AlarmEventRow, ChannelRow, RulesRepository, TrackerRow } from './rules.repository.ts';
+import type { ChannelRow, RulesRepository, TrackerRow } from './rules.repository.ts';
 import { BEGINNING, RuleTimeline, type Rule } from './timeline.ts';
 
 /** What happened to an event in one evaluation that people must hear about. */

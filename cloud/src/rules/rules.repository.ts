@@ -1,3 +1,4 @@
+import type { AlarmEventRow } from '../events/events.repository.ts';
 import type { Db } from '../storage/database.ts';
 import { measurementGroup } from '../storage/layout.ts';
 import type { Tables } from '../storage/schema.ts';
@@ -5,7 +6,6 @@ import type { Sample } from './derive.ts';
 import { BEGINNING, type RuleVersion } from './timeline.ts';
 
 export type TrackerRow = Tables['channel_trackers'];
-export type AlarmEventRow = Tables['alarm_events'];
 
 /** The channel facts one evaluation needs: its rule, ids, site, and the ingest marker. */
 export interface ChannelRow {

@@ -1,10 +1,20 @@
 import { formatSeconds } from '../../../shared/time.ts';
+import type { AuditRepository } from '../audit/audit.repository.ts';
+import type { Clock } from '../clock.ts';
 import { param, userOf } from '../http/context.ts';
 import type { RouteDef } from '../http/route-table.ts';
-import type { Services } from '../services.ts';
-import { RECOMPUTE_WINDOW_MICROS } from './rule-engine.ts';
+import type { SensorsService } from '../sensors/sensors.service.ts';
+import { RECOMPUTE_WINDOW_MICROS, type RuleEngine } from './rule-engine.ts';
 
-export function ruleRoutes(s: Services): RouteDef[] {
+/** What these routes use; the composition root passes them in. */
+export interface RuleRoutesDeps {
+  sensors: SensorsService;
+  rules: Pick<RuleEngine, 'recompute'>;
+  audit: AuditRepository;
+  clock: Clock;
+}
+
+export function ruleRoutes(s: RuleRoutesDeps): RouteDef[] {
   const { sensors, rules, audit, clock } = s;
   return [
     {

@@ -1,9 +1,10 @@
 import { z } from 'zod';
+import type { DevicesService } from '../devices/devices.service.ts';
 import { param, userOf } from '../http/context.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import { sensorView } from '../http/views.ts';
-import type { Services } from '../services.ts';
+import type { SensorsService } from './sensors.service.ts';
+import { sensorView } from './sensors.view.ts';
 
 const nonNegative = z.number().min(0, 'must not be negative');
 const PatchSensor = z.strictObject({
@@ -19,7 +20,13 @@ const PatchSensor = z.strictObject({
     .optional(),
 });
 
-export function sensorRoutes(s: Services): RouteDef[] {
+/** What these routes use; the composition root passes them in. */
+export interface SensorRoutesDeps {
+  devices: DevicesService;
+  sensors: SensorsService;
+}
+
+export function sensorRoutes(s: SensorRoutesDeps): RouteDef[] {
   const { devices, sensors } = s;
   return [
     {

@@ -4,8 +4,8 @@ import { timestamp } from '../http/inputs.ts';
 import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import type { Services } from '../services.ts';
-import { silenceView } from './silences.service.ts';
+import type { SensorsService } from '../sensors/sensors.service.ts';
+import { silenceView, type SilencesService } from './silences.service.ts';
 
 const CreateSilence = z.strictObject({
   from: timestamp,
@@ -14,7 +14,13 @@ const CreateSilence = z.strictObject({
 });
 const ListSilences = z.object(pageQuerySchema);
 
-export function silenceRoutes(s: Services): RouteDef[] {
+/** What these routes use; the composition root passes them in. */
+export interface SilenceRoutesDeps {
+  silences: SilencesService;
+  sensors: SensorsService;
+}
+
+export function silenceRoutes(s: SilenceRoutesDeps): RouteDef[] {
   const { silences } = s;
   return [
     {

@@ -4,11 +4,10 @@ import type { AuditRepository } from '../audit/audit.repository.ts';
 import type { Clock } from '../clock.ts';
 import { notFound, Unprocessable } from '../errors.ts';
 import type { UserPrincipal } from '../http/context.ts';
-import type { PageRequest } from '../http/pagination.ts';
 import type { RuleEngine } from '../rules/rule-engine.ts';
 import type { SensorsRepository } from '../sensors/sensors.repository.ts';
 import type { Db } from '../storage/database.ts';
-import { keysetPage } from '../storage/keyset.ts';
+import { keysetPage, type PageRequest } from '../storage/keyset.ts';
 import type { Tables } from '../storage/schema.ts';
 
 export type SilenceRow = Tables['silences'];

@@ -1,20 +1,31 @@
 import { z } from 'zod';
 import { newId } from '../../../shared/ids.ts';
+import type { AuditRepository } from '../audit/audit.repository.ts';
+import type { Clock } from '../clock.ts';
 import { Conflict, notFound, Unprocessable } from '../errors.ts';
 import { param, userOf } from '../http/context.ts';
 import { name, timezone } from '../http/inputs.ts';
 import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import { siteView } from '../http/views.ts';
-import type { Services } from '../services.ts';
+import type { Db } from '../storage/database.ts';
+import type { SitesRepository } from './sites.repository.ts';
+import { siteView } from './sites.view.ts';
 import { isVertical, VERTICALS } from './verticals.ts';
 
 const CreateSite = z.strictObject({ name, vertical: z.string(), timezone: timezone.optional() });
 const PatchSite = z.strictObject({ name: name.optional(), timezone: timezone.optional() });
 const ListSites = z.object(pageQuerySchema);
 
-export function siteRoutes(s: Services): RouteDef[] {
+/** What these routes use; the composition root passes them in. */
+export interface SiteRoutesDeps {
+  db: Db;
+  clock: Clock;
+  sites: SitesRepository;
+  audit: AuditRepository;
+}
+
+export function siteRoutes(s: SiteRoutesDeps): RouteDef[] {
   const { db, clock, sites, audit } = s;
 
   async function load(accountId: string, id: string) {

@@ -3,7 +3,8 @@ import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
-import { MIGRATIONS, type DialectSql } from './migrations/index.ts';
+import { MIGRATIONS } from './migrations/index.ts';
+import type { Dialect, DialectSql } from './migrations/migration.ts';
 import type { Tables } from './schema.ts';
 
 /**
@@ -11,7 +12,7 @@ import type { Tables } from './schema.ts';
  * this file: connection setup, migration locking, error-code predicates and DDL fragments.
  * Feature code never branches on the database.
  */
-export type Dialect = 'sqlite' | 'postgres';
+export type { Dialect };
 
 export type Db = Kysely<Tables>;
 

@@ -1,5 +1,13 @@
 import { sql, type SelectQueryBuilder } from 'kysely';
-import type { CursorKey, PageRequest } from '../http/pagination.ts';
+
+/** A row's place in a list ordered by an integer time, then the id: what a cursor encodes. */
+export type CursorKey = readonly [sortValue: number, id: string];
+
+/** One page of a keyset-paged list: at most `limit` rows after the row `after` (from the start when null). */
+export interface PageRequest {
+  limit: number;
+  after: CursorKey | null;
+}
 
 /**
  * Keyset pagination over (sortColumn, id): stable under inserts, and each page is an index range scan.

@@ -1,6 +1,5 @@
-import type { PageRequest } from '../http/pagination.ts';
 import type { Db } from '../storage/database.ts';
-import { keysetPage } from '../storage/keyset.ts';
+import { keysetPage, type PageRequest } from '../storage/keyset.ts';
 import type { Tables } from '../storage/schema.ts';
 
 export type ApiTokenRow = Tables['api_tokens'];

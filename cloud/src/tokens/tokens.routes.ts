@@ -6,9 +6,9 @@ import { name } from '../http/inputs.ts';
 import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import type { Services } from '../services.ts';
-import type { ApiTokenRow } from './tokens.repository.ts';
-import { SCOPES } from './tokens.service.ts';
+import type { Db } from '../storage/database.ts';
+import type { ApiTokenRow, TokensRepository } from './tokens.repository.ts';
+import { SCOPES, type TokensService } from './tokens.service.ts';
 
 const CreateToken = z.strictObject({ label: name, scope: z.string() });
 const ListTokens = z.object(pageQuerySchema);
@@ -17,7 +17,14 @@ function isScope(value: string): value is ApiTokenRow['scope'] {
   return (SCOPES as readonly string[]).includes(value);
 }
 
-export function tokenRoutes(s: Services): RouteDef[] {
+/** What these routes use; the composition root passes them in. */
+export interface TokenRoutesDeps {
+  db: Db;
+  tokens: TokensService;
+  tokensRepository: TokensRepository;
+}
+
+export function tokenRoutes(s: TokenRoutesDeps): RouteDef[] {
   const { db, tokens, tokensRepository } = s;
   const view = (row: ApiTokenRow) => ({
     id: row.id,

@@ -4,9 +4,9 @@ import { param, userOf } from '../http/context.ts';
 import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
-import type { Services } from '../services.ts';
-import type { AttemptRow, DeliveryRow } from './webhooks.repository.ts';
-import { WEBHOOK_EVENT_TYPES, webhookView } from './webhooks.service.ts';
+import type { Db } from '../storage/database.ts';
+import type { AttemptRow, DeliveryRow, WebhooksRepository } from './webhooks.repository.ts';
+import { WEBHOOK_EVENT_TYPES, webhookView, type WebhooksService } from './webhooks.service.ts';
 
 const CreateWebhook = z.strictObject({
   url: z.string().min(1).max(2048),
@@ -32,7 +32,14 @@ function deliveryView(d: DeliveryRow, attempts: AttemptRow[]) {
   };
 }
 
-export function webhookRoutes(s: Services): RouteDef[] {
+/** What these routes use; the composition root passes them in. */
+export interface WebhookRoutesDeps {
+  db: Db;
+  webhooks: WebhooksService;
+  webhooksRepository: WebhooksRepository;
+}
+
+export function webhookRoutes(s: WebhookRoutesDeps): RouteDef[] {
   const { webhooks, webhooksRepository, db } = s;
   return [
     {

@@ -5,7 +5,7 @@ import type { CheckResult, IdentifyResult } from '../collector.ts';
 import type { UplinkConfig } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import type { GatewayStatus } from '../status.ts';
-import { endWithin } from '../mqtt-end.ts';
+import { endWithin } from '../end-mqtt-client.ts';
 import { buildMessages, type OutgoingMessage } from './outgoing.ts';
 
 /** PUBACK reason codes that mean "this payload will never be accepted" (docs/api/mqtt.md). */

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { parse } from 'csv-parse/sync';
 import { ManualClock } from '../../../cloud/src/clock.ts';
+import { ExportRepository } from '../../../cloud/src/export/export.repository.ts';
 import { EXPORT_COLUMNS } from '../../../cloud/src/export/export.service.ts';
 import { formatMicros } from '../../../shared/time.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
@@ -186,6 +187,35 @@ describe.each(DATABASES)('POST /v1/accounts/me/export on %s', (db) => {
       }),
     ]);
     fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('reads alarm events in pages ordered by started_at then id, each page after the last row of the one before', async () => {
+    await start();
+    const site = await createSite(t, user.token);
+    const device = await createDevice(t, user.token, site.id);
+    const channelId = await ingestHttp(t, device, [{ ts: NOW - 90 * MINUTE, value: 4 }]);
+    const sensor = await t.cloud.services.db
+      .selectFrom('sensors')
+      .selectAll()
+      .where('channel_id', '=', channelId)
+      .executeTakeFirstOrThrow();
+    const owner = { accountId: user.accountId, siteId: site.id, deviceId: device.id, sensor, channelId };
+    await t.cloud.services.db
+      .insertInto('alarm_events')
+      .values([
+        alarmEventRow(owner, 'evt_c', NOW - 100 * MINUTE),
+        alarmEventRow(owner, 'evt_b', NOW - 200 * MINUTE),
+        alarmEventRow(owner, 'evt_a', NOW - 200 * MINUTE, { kind: 'threshold_low' }),
+        alarmEventRow(owner, 'evt_0', NOW - 300 * MINUTE),
+        alarmEventRow(owner, 'evt_gone', NOW - 150 * MINUTE, { withdrawn_at: NOW }),
+      ])
+      .execute();
+    const exports = new ExportRepository();
+    const page = async (after: readonly [number, string] | null) =>
+      (await exports.eventsPage(t.cloud.services.db, user.accountId, after, 2)).map((e) => e.id);
+    expect(await page(null)).toEqual(['evt_0', 'evt_a']);
+    expect(await page([NOW - 200 * MINUTE, 'evt_a'])).toEqual(['evt_b', 'evt_c']);
+    expect(await page([NOW - 100 * MINUTE, 'evt_c'])).toEqual([]);
   });
 
   it('writes device labels and acknowledgement notes that start like a formula as text, numbers as numbers', async () => {

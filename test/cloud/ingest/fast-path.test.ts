@@ -7,7 +7,7 @@ import type { Answer } from '../../helpers/http.ts';
 
 /**
  * `POST /v1/ingest` and `GET /v1/ingest/shelly` are served in front of Express
- * (cloud/src/http/ingest-fast-path.ts); other spellings of the same routes (a trailing slash, a
+ * (cloud/src/ingest/ingest.fast-path.ts); other spellings of the same routes (a trailing slash, a
  * query string on the POST, an Idempotency-Key, a compressed body) still go through Express. Both must
  * answer alike: same status, body, envelope and headers.
  */

@@ -1,4 +1,4 @@
-import type { Migration } from './index.ts';
+import type { Migration } from './migration.ts';
 
 /** Accounts, login, tokens, sites, devices, sensors, measurements, audit, idempotency, rate limits, jobs. */
 export const initial: Migration = {

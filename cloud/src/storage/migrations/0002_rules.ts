@@ -1,4 +1,4 @@
-import type { Migration } from './index.ts';
+import type { Migration } from './migration.ts';
 
 /**
  * The rule engine (docs/design/rules.md): alarm events, silence windows, the history of sensor rules, the

@@ -1,4 +1,4 @@
-import type { Migration } from './index.ts';
+import type { Migration } from './migration.ts';
 
 /**
  * Measurement reads (docs/design/reads.md): rollups maintained at ingest, and the history of device moves.

@@ -1,4 +1,4 @@
-import type { Migration } from './index.ts';
+import type { Migration } from './migration.ts';
 
 /**
  * MQTT bridges: one client certificate each, identified by its SHA-256 fingerprint (and serial), so

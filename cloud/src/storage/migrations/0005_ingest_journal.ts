@@ -1,4 +1,4 @@
-import type { Migration } from './index.ts';
+import type { Migration } from './migration.ts';
 
 /**
  * The ingest journal (`cloud/src/ingest/ingest.fold.ts`): each ingest group adds one row

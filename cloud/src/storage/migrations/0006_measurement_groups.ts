@@ -1,4 +1,4 @@
-import type { Migration } from './index.ts';
+import type { Migration } from './migration.ts';
 
 /**
  * Measurement groups of 64 channels instead of 16 (`storage/layout.ts`): `grp = sensor_seq >> 6`.

@@ -1,4 +1,4 @@
-import type { Migration } from './index.ts';
+import type { Migration } from './migration.ts';
 
 /**
  * PostgreSQL stores the ingest journal's points as they are: a group's points (24 bytes each) are

@@ -1,4 +1,3 @@
-import type { Dialect } from '../database.ts';
 import { initial } from './0001_initial.ts';
 import { rules } from './0002_rules.ts';
 import { reads } from './0003_reads.ts';
@@ -6,23 +5,13 @@ import { bridges } from './0004_bridges.ts';
 import { ingestJournal } from './0005_ingest_journal.ts';
 import { measurementGroups } from './0006_measurement_groups.ts';
 import { journalUncompressed } from './0007_journal_uncompressed.ts';
+import type { Migration } from './migration.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
  * has shipped: add the next one. `test/cloud/storage/schema.test.ts` fails when the schema changes
- * without a migration.
+ * without a migration. Each migration's type is in `migration.ts`, which imports nothing.
  */
-export interface DialectSql {
-  dialect: Dialect;
-  /** An integer primary key the database numbers itself. */
-  autoIncrementKey: string;
-}
-
-export interface Migration {
-  name: string;
-  statements: (d: DialectSql) => string[];
-}
-
 export const MIGRATIONS: readonly Migration[] = [
   initial,
   rules,

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { connect, type IClientOptions, type MqttClient } from 'mqtt';
 import type { CheckResult, Collector, CollectorDeps, IdentifyResult } from '../../collector.ts';
 import type { ChirpstackConfig } from '../../config.ts';
-import { endWithin } from '../../mqtt-end.ts';
+import { endWithin } from '../../end-mqtt-client.ts';
 import { ReadingRefused } from '../../reading.ts';
 import { validateMeasurement } from '../../../../shared/ingest.ts';
 import { decodeCayenneLpp, measurementsFromObject } from './decoded-object.ts';

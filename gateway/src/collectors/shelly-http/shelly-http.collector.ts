@@ -6,6 +6,7 @@ import { parseShellyQuery, shellyBatteryMeasurement } from '../../../../shared/s
 import type { CheckResult, Collector, CollectorDeps, IdentifyResult } from '../../collector.ts';
 import type { ShellyHttpConfig } from '../../config.ts';
 import { ReadingRefused } from '../../reading.ts';
+import { checkListen } from '../listen-check.ts';
 
 /** `Shelly/20230913-112531/v1.14.0-gcb84623 (SHHT-1)`: build, version, model code. */
 const USER_AGENT = /^Shelly\/[^/\s]+\/(\S+)\s+\(([^)]+)\)/;
@@ -156,18 +157,7 @@ export class ShellyHttpCollector implements Collector {
 
   async check(_signal: AbortSignal): Promise<CheckResult> {
     const { host, port } = this.deps.config;
-    const server = http.createServer();
-    try {
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(port, host, () => resolve());
-      });
-      return { ok: true, details: [`can listen on ${host}:${port} for Shelly URL actions`] };
-    } catch (err) {
-      return { ok: false, details: [`cannot listen on ${host}:${port}: ${(err as Error).message}`] };
-    } finally {
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    }
+    return checkListen(host, port, 'Shelly URL actions');
   }
 
   async stop(): Promise<void> {

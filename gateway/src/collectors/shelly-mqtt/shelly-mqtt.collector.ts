@@ -6,6 +6,7 @@ import { IngestValidationError } from '../../../../shared/ingest.ts';
 import type { CheckResult, Collector, CollectorDeps, IdentifyResult } from '../../collector.ts';
 import type { ShellyMqttConfig } from '../../config.ts';
 import { ReadingRefused } from '../../reading.ts';
+import { checkListen } from '../listen-check.ts';
 import { parseShellyMessage, ShellyPayloadError, shellyModel, type ShellyMessage } from './messages.ts';
 
 /** The source name the gateway uses for its RPC requests; answers come back on `<this>/rpc`. */
@@ -193,20 +194,9 @@ export class ShellyMqttCollector implements Collector {
   }
 
   async check(_signal: AbortSignal): Promise<CheckResult> {
-    const { host, port } = this.deps.config;
-    const server = net.createServer();
-    try {
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(port, host, () => resolve());
-      });
-      const auth = this.deps.config.username ? 'with user name and password' : 'without authentication';
-      return { ok: true, details: [`can listen on ${host}:${port} for Shelly MQTT devices (${auth})`] };
-    } catch (err) {
-      return { ok: false, details: [`cannot listen on ${host}:${port}: ${(err as Error).message}`] };
-    } finally {
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    }
+    const { host, port, username } = this.deps.config;
+    const auth = username ? 'with user name and password' : 'without authentication';
+    return checkListen(host, port, `Shelly MQTT devices (${auth})`);
   }
 
   async stop(): Promise<void> {

@@ -8,10 +8,8 @@ import type { JobQueue } from '../jobs/job-queue.ts';
 import type { Logger } from '../logger.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
 import { isUniqueViolation, type Db } from '../storage/database.ts';
-import type { Tables } from '../storage/schema.ts';
 import type { DeviceRow, DevicesRepository } from './devices.repository.ts';
-
-export type MoveRow = Tables['device_moves'];
+import type { DeviceMovesRepository, MoveRow } from './moves.repository.ts';
 
 export const APPLY_MOVES_JOB = 'device.apply_moves';
 
@@ -36,57 +34,6 @@ export class Placement {
   }
 }
 
-export class DeviceMovesRepository {
-  async insert(db: Db, row: MoveRow): Promise<void> {
-    await db.insertInto('device_moves').values(row).execute();
-  }
-
-  /** Every move of the devices, oldest first. */
-  async forDevices(db: Db, deviceIds: string[]): Promise<MoveRow[]> {
-    if (deviceIds.length === 0) return [];
-    return db
-      .selectFrom('device_moves')
-      .selectAll()
-      .where('device_id', 'in', deviceIds)
-      .orderBy('device_id')
-      .orderBy('effective_at')
-      .execute();
-  }
-
-  /** Pending moves into `siteId` of devices whose local_id is `localId` (they would clash on arrival). */
-  async pendingArrival(db: Db, siteId: string, localId: string, exceptDeviceId: string): Promise<boolean> {
-    const row = await db
-      .selectFrom('device_moves as m')
-      .innerJoin('devices as d', 'd.id', 'm.device_id')
-      .select('m.id')
-      .where('m.to_site_id', '=', siteId)
-      .where('m.applied_at', 'is', null)
-      .where('d.local_id', '=', localId)
-      .where('d.deleted_at', 'is', null)
-      .where('d.id', '!=', exceptDeviceId)
-      .executeTakeFirst();
-    return row !== undefined;
-  }
-
-  async due(db: Db, now: number): Promise<MoveRow[]> {
-    return db
-      .selectFrom('device_moves')
-      .selectAll()
-      .where('applied_at', 'is', null)
-      .where('effective_at', '<=', now)
-      .orderBy('effective_at')
-      .execute();
-  }
-
-  async markApplied(db: Db, id: string, now: number): Promise<void> {
-    await db.updateTable('device_moves').set({ applied_at: now }).where('id', '=', id).execute();
-  }
-
-  async setSite(db: Db, deviceId: string, siteId: string): Promise<void> {
-    await db.updateTable('devices').set({ site_id: siteId }).where('id', '=', deviceId).execute();
-  }
-}
-
 function localIdTaken(): Conflict {
   return new Conflict('local_id_taken', 'another device on the target site already has that local_id');
 }
@@ -96,7 +43,7 @@ function localIdTaken(): Conflict {
  * `device_moves`; `devices.site_id` is the site at the current time, so a move whose `effective_at`
  * lies in the future is applied by a job at that time (and by any later `applyDue`).
  */
-export class DeviceMoves {
+export class DeviceMovesService {
   constructor(
     private readonly deps: {
       db: Db;
@@ -186,13 +133,9 @@ export class DeviceMoves {
     let applied = 0;
     for (const move of await moves.due(db, now)) {
       await db.transaction().execute(async (trx) => {
-        const device = await trx
-          .selectFrom('devices')
-          .select(['id', 'deleted_at'])
-          .where('id', '=', move.device_id)
-          .executeTakeFirst();
         // A deleted device stays where it was; the move still partitions its history.
-        if (device && device.deleted_at === null) await moves.setSite(trx, move.device_id, move.to_site_id);
+        if (await moves.isLive(trx, move.device_id))
+          await moves.setSite(trx, move.device_id, move.to_site_id);
         await moves.markApplied(trx, move.id, now);
       });
       applied++;

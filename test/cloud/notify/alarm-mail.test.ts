@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { DATABASES } from '../../helpers/databases.ts';
 import { startSmtpServer } from '../../helpers/smtp.ts';
-import { alarmMails, decodeMail, MINUTE, rulesWorld, T0, type RulesWorld } from './world.ts';
+import { alarmMails, decodeMail, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
 
 /** What a person reads: what, where, since when (the site's time and UTC), the bounds, a link. */
 function expectAlarmContent(mail: string, w: RulesWorld, eventId: string) {

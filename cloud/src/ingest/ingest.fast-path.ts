@@ -1,15 +1,15 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import querystring from 'node:querystring';
 import { newId } from '../../../shared/ids.ts';
-import { logRequest } from '../app.ts';
+import type { Config } from '../config.ts';
 import { PayloadTooLarge, type ApiError } from '../errors.ts';
-import { ingestHandlers, type IngestExchange } from '../ingest/ingest.routes.ts';
+import { clientAddress, trustProxy, type TrustProxy } from '../http/client-address.ts';
+import type { Principal } from '../http/context.ts';
+import { BODY_LIMIT_BYTES, errorBody, toApiError } from '../http/error-handler.ts';
+import { logRequest } from '../http/request-log.ts';
+import type { Reply } from '../http/route-table.ts';
 import type { Logger } from '../logger.ts';
-import type { Services } from '../services.ts';
-import { clientAddress, trustProxy, type TrustProxy } from './client-address.ts';
-import type { Principal } from './context.ts';
-import { BODY_LIMIT_BYTES, errorBody, toApiError } from './error-handler.ts';
-import type { Reply } from './route-table.ts';
+import { ingestHandlers, type IngestExchange, type IngestHandlerDeps } from './ingest.handlers.ts';
 
 /**
  * The device ingest routes served straight from Node's HTTP server, in front of Express.
@@ -24,7 +24,7 @@ import type { Reply } from './route-table.ts';
  * `test/cloud/ingest/fast-path.test.ts` checks both answer alike.
  */
 export function ingestFastPath(
-  s: Pick<Services, 'ingest' | 'clock' | 'authenticator' | 'log' | 'config'>,
+  s: IngestHandlerDeps & { log: Logger; config: Config },
 ): (req: IncomingMessage, res: ServerResponse) => boolean {
   const handlers = ingestHandlers(s);
   const trust = trustProxy(s.config);
