@@ -1,25 +1,12 @@
 import { buildAccounts } from './accounts/accounts.build.ts';
-import type { AccountsRepository } from './accounts/accounts.repository.ts';
 import { buildAudit } from './audit/audit.build.ts';
-import type { AuditRepository } from './audit/audit.repository.ts';
 import { buildAuth } from './auth/auth.build.ts';
-import type { AuthRepository } from './auth/auth.repository.ts';
-import type { AuthService } from './auth/auth.service.ts';
-import type { Authenticator } from './auth/authenticator.ts';
-import type { BridgesRepository } from './bridges/bridges.repository.ts';
-import type { BridgesService } from './bridges/bridges.service.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import { buildDevices } from './devices/devices.build.ts';
-import type { DevicesRepository } from './devices/devices.repository.ts';
-import type { DevicesService } from './devices/devices.service.ts';
-import type { DeviceMoves } from './devices/moves.ts';
 import { buildEvents } from './events/events.build.ts';
-import type { EventsService } from './events/events.service.ts';
 import { buildExport } from './export/export.build.ts';
-import type { AccountExport } from './export/export.service.ts';
 import { buildIngest } from './ingest/ingest.build.ts';
-import type { Ingest } from './ingest/ingest.types.ts';
 import { JobQueue } from './jobs/job-queue.ts';
 import { IdempotencyStore } from './limits/idempotency.ts';
 import { RateLimiter } from './limits/rate-limiter.ts';
@@ -27,74 +14,15 @@ import type { Logger } from './logger.ts';
 import { MAIL_JOB, mailJobHandler } from './mail/mail-job.ts';
 import { Mailer } from './mail/mailer.ts';
 import { buildMeasurements } from './measurements/measurements.build.ts';
-import type { MeasurementsRepository } from './measurements/measurements.repository.ts';
-import type { MeasurementsService } from './measurements/measurements.service.ts';
 import { buildMqtt } from './mqtt/mqtt.build.ts';
-import type { MqttBridge } from './mqtt/mqtt-bridge.ts';
-import type { BridgePki } from './pki/pki.ts';
 import { buildRetention } from './retention/retention.build.ts';
-import type { RetentionJob } from './retention/retention.ts';
-import type { RuleEngine } from './rules/rule-engine.ts';
 import { buildRules } from './rules/rules.build.ts';
 import { buildSensors } from './sensors/sensors.build.ts';
-import type { SensorsRepository } from './sensors/sensors.repository.ts';
-import type { SensorsService } from './sensors/sensors.service.ts';
 import { buildSilences } from './silences/silences.build.ts';
-import type { SilencesService } from './silences/silences.service.ts';
 import { buildSites } from './sites/sites.build.ts';
-import type { SitesRepository } from './sites/sites.repository.ts';
-import type { Database, Db } from './storage/database.ts';
+import type { Database } from './storage/database.ts';
 import { buildTokens } from './tokens/tokens.build.ts';
-import type { TokensRepository } from './tokens/tokens.repository.ts';
-import type { TokensService } from './tokens/tokens.service.ts';
 import { buildWebhooks } from './webhooks/webhooks.build.ts';
-import type { WebhooksRepository } from './webhooks/webhooks.repository.ts';
-import type { WebhooksService } from './webhooks/webhooks.service.ts';
-
-/**
- * Every long-lived object of the cloud, built once and handed to the routes. Constructors only store
- * their dependencies; nothing here does I/O until `Cloud.start()`.
- */
-export interface Services {
-  config: Config;
-  clock: Clock;
-  log: Logger;
-  database: Database;
-  db: Db;
-  mailer: Mailer;
-  jobs: JobQueue;
-  rateLimiter: RateLimiter;
-  idempotency: IdempotencyStore;
-  audit: AuditRepository;
-  accounts: AccountsRepository;
-  authRepository: AuthRepository;
-  authService: AuthService;
-  authenticator: Authenticator;
-  tokensRepository: TokensRepository;
-  tokens: TokensService;
-  sites: SitesRepository;
-  devicesRepository: DevicesRepository;
-  devices: DevicesService;
-  sensorsRepository: SensorsRepository;
-  sensors: SensorsService;
-  ingest: Ingest;
-  /** The rule engine: states, alarm events, the tick; started by `Cloud.start()`. */
-  rules: RuleEngine;
-  events: EventsService;
-  silences: SilencesService;
-  webhooksRepository: WebhooksRepository;
-  webhooks: WebhooksService;
-  pki: BridgePki;
-  bridgesRepository: BridgesRepository;
-  bridges: BridgesService;
-  /** The MQTT bridge endpoint; started by `Cloud.start()` unless MQTT_PORT is 0. */
-  mqtt: MqttBridge;
-  deviceMoves: DeviceMoves;
-  measurementsRepository: MeasurementsRepository;
-  measurements: MeasurementsService;
-  retention: RetentionJob;
-  accountExport: AccountExport;
-}
 
 export interface ServicesDeps {
   config: Config;
@@ -140,10 +68,11 @@ class Composition<S extends object> {
 }
 
 /**
- * Builds every resource's slice, in dependency order: a new resource adds its folder with a
- * `build<Resource>(deps)` and one line here.
+ * Every long-lived object of the cloud, built once and handed to the routes, one slice per resource
+ * folder in dependency order: a new resource adds its folder with a `build<Resource>(deps)` and one
+ * line here. Constructors only store their dependencies; nothing here does I/O until `Cloud.start()`.
  */
-export function buildServices(deps: ServicesDeps): Services {
+function composeServices(deps: ServicesDeps) {
   return new Composition(buildPlatform(deps))
     .with(buildAudit)
     .with(buildAccounts)
@@ -161,4 +90,11 @@ export function buildServices(deps: ServicesDeps): Services {
     .with(buildMeasurements)
     .with(buildRetention)
     .with(buildExport).built;
+}
+
+/** The services by name (`s.devices`, `s.rules`, ...): the slices of every builder together. */
+export type Services = ReturnType<typeof composeServices>;
+
+export function buildServices(deps: ServicesDeps): Services {
+  return composeServices(deps);
 }

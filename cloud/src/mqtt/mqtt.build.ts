@@ -25,7 +25,13 @@ export function buildMqtt(deps: {
   sites: SitesRepository;
   devicesRepository: DevicesRepository;
   ingest: Ingest;
-}): { pki: BridgePki; bridgesRepository: BridgesRepository; mqtt: MqttBridge; bridges: BridgesService } {
+}): {
+  pki: BridgePki;
+  bridgesRepository: BridgesRepository;
+  /** The MQTT bridge endpoint; started by `Cloud.start()` unless MQTT_PORT is 0. */
+  mqtt: MqttBridge;
+  bridges: BridgesService;
+} {
   const { db, clock, config, log, audit, sites, devicesRepository, ingest } = deps;
   const pki = new BridgePki({ config: config.pki, clock, log: log.child({ module: 'pki' }) });
   const bridgesRepository = new BridgesRepository();

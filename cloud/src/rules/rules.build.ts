@@ -23,7 +23,10 @@ export function buildRules(deps: {
   accounts: AccountsRepository;
   webhooks: WebhooksService;
   ingest: Ingest;
-}): { rules: RuleEngine } {
+}): {
+  /** The rule engine: states, alarm events, the tick; started by `Cloud.start()`. */
+  rules: RuleEngine;
+} {
   const { database, clock, config, log, jobs, accounts, webhooks, ingest } = deps;
   const rules = new RuleEngine({
     database,
