@@ -1,110 +1,39 @@
-import { AccountsRepository } from './accounts/accounts.repository.ts';
-import { AuditRepository } from './audit/audit.repository.ts';
-import { AuthRepository } from './auth/auth.repository.ts';
-import { AuthService } from './auth/auth.service.ts';
-import { Authenticator } from './auth/authenticator.ts';
-import { BridgeDevices } from './bridges/bridge-devices.ts';
-import { BridgesRepository } from './bridges/bridges.repository.ts';
-import { BridgesService } from './bridges/bridges.service.ts';
+import { buildAccounts } from './accounts/accounts.build.ts';
+import { buildAudit } from './audit/audit.build.ts';
+import { buildAuth } from './auth/auth.build.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
-import { DevicesRepository } from './devices/devices.repository.ts';
-import { DevicesService } from './devices/devices.service.ts';
-import { EventsRepository } from './events/events.repository.ts';
-import { EventsService } from './events/events.service.ts';
-import { ExportRepository } from './export/export.repository.ts';
-import { ExportService } from './export/export.service.ts';
-import { DeviceMovesRepository } from './devices/moves.repository.ts';
-import { DeviceMovesService } from './devices/moves.service.ts';
-import { DEVICE_STATE_JOB, IngestCore } from './ingest/ingest.core.ts';
-import type { DeviceStateChange } from './ingest/ingest.types.ts';
-import { PostgresIngestStore } from './ingest/ingest.store.postgres.ts';
-import { SqliteIngestStore } from './ingest/ingest.store.sqlite.ts';
-import type { Ingest, IngestStore } from './ingest/ingest.types.ts';
+import { buildDevices } from './devices/devices.build.ts';
+import { buildEvents } from './events/events.build.ts';
+import { buildExport } from './export/export.build.ts';
+import { buildIngest } from './ingest/ingest.build.ts';
 import { JobQueue } from './jobs/job-queue.ts';
 import { IdempotencyStore } from './limits/idempotency.ts';
 import { RateLimiter } from './limits/rate-limiter.ts';
 import type { Logger } from './logger.ts';
-import { MeasurementsRepository } from './measurements/measurements.repository.ts';
-import { MeasurementsService } from './measurements/measurements.service.ts';
 import { MAIL_JOB, mailJobHandler } from './mail/mail-job.ts';
 import { Mailer } from './mail/mailer.ts';
-import { AlarmMailAndWebhooks } from './notify/alarm-mail-and-webhooks.ts';
-import { MqttBridge } from './mqtt/mqtt-bridge.ts';
-import { BridgePki } from './pki/pki.ts';
-import { RetentionJob } from './retention/retention.ts';
-import { RuleEngine } from './rules/rule-engine.ts';
-import { RulesRepository } from './rules/rules.repository.ts';
-import { SensorsRepository } from './sensors/sensors.repository.ts';
-import { SensorsService } from './sensors/sensors.service.ts';
-import { SilencesService } from './silences/silences.service.ts';
-import { SitesRepository } from './sites/sites.repository.ts';
-import type { Database, Db } from './storage/database.ts';
-import { TokensRepository } from './tokens/tokens.repository.ts';
-import { TokensService } from './tokens/tokens.service.ts';
-import { WebhookDeliveryJob } from './webhooks/webhook-delivery.ts';
-import { WebhooksRepository } from './webhooks/webhooks.repository.ts';
-import { DELIVERY_JOB, WebhooksService } from './webhooks/webhooks.service.ts';
+import { buildMeasurements } from './measurements/measurements.build.ts';
+import { buildMqtt } from './mqtt/mqtt.build.ts';
+import { buildRetention } from './retention/retention.build.ts';
+import { buildRules } from './rules/rules.build.ts';
+import { buildSensors } from './sensors/sensors.build.ts';
+import { buildSilences } from './silences/silences.build.ts';
+import { buildSites } from './sites/sites.build.ts';
+import type { Database } from './storage/database.ts';
+import { buildTokens } from './tokens/tokens.build.ts';
+import { buildWebhooks } from './webhooks/webhooks.build.ts';
 
-/**
- * Every long-lived object of the cloud, built once and handed to the routes. Constructors only store
- * their dependencies; nothing here does I/O until `Cloud.start()`.
- */
-export interface Services {
-  config: Config;
-  clock: Clock;
-  log: Logger;
-  database: Database;
-  db: Db;
-  mailer: Mailer;
-  jobs: JobQueue;
-  rateLimiter: RateLimiter;
-  idempotency: IdempotencyStore;
-  audit: AuditRepository;
-  accounts: AccountsRepository;
-  authRepository: AuthRepository;
-  authService: AuthService;
-  authenticator: Authenticator;
-  tokensRepository: TokensRepository;
-  tokens: TokensService;
-  sites: SitesRepository;
-  devicesRepository: DevicesRepository;
-  devices: DevicesService;
-  sensorsRepository: SensorsRepository;
-  sensors: SensorsService;
-  ingest: Ingest;
-  /** The rule engine: states, alarm events, the tick; started by `Cloud.start()`. */
-  rules: RuleEngine;
-  events: EventsService;
-  silences: SilencesService;
-  webhooksRepository: WebhooksRepository;
-  webhooks: WebhooksService;
-  pki: BridgePki;
-  bridgesRepository: BridgesRepository;
-  bridges: BridgesService;
-  /** The MQTT bridge endpoint; started by `Cloud.start()` unless MQTT_PORT is 0. */
-  mqtt: MqttBridge;
-  deviceMoves: DeviceMovesService;
-  measurementsRepository: MeasurementsRepository;
-  measurements: MeasurementsService;
-  retention: RetentionJob;
-  accountExport: ExportService;
-}
-
-/** The ingest hot path uses each database's own driver directly (the one dialect branch of ingest). */
-function ingestStoreFor(database: Database): IngestStore {
-  if (database.sqlite) return new SqliteIngestStore(database.db, database.sqlite);
-  if (database.pool) return new PostgresIngestStore(database.pool);
-  throw new Error('no database handle for ingest');
-}
-
-export function buildServices(deps: {
+export interface ServicesDeps {
   config: Config;
   clock: Clock;
   log: Logger;
   database: Database;
   jobPollMs?: number;
-}): Services {
+}
+
+/** What every resource may build on: configuration, clock, logger, the database, mail, jobs, limits. */
+function buildPlatform(deps: ServicesDeps) {
   const { config, clock, log, database } = deps;
   const db = database.db;
   const mailer = new Mailer({
@@ -122,170 +51,50 @@ export function buildServices(deps: {
     syncMs: config.rateLimitSyncMs,
   });
   const idempotency = new IdempotencyStore({ db, clock });
-  const audit = new AuditRepository();
-  const accounts = new AccountsRepository();
-  const authRepository = new AuthRepository();
-  const authService = new AuthService({
-    db,
-    clock,
-    config,
-    auth: authRepository,
-    accounts,
-    audit,
-    jobs,
-    rateLimiter,
-  });
-  const tokensRepository = new TokensRepository();
-  const authenticator = new Authenticator({ db, clock, tokens: tokensRepository, authService });
-  const tokens = new TokensService({ db, clock, tokens: tokensRepository, audit });
-  const sites = new SitesRepository();
-  const devicesRepository = new DevicesRepository();
-  const sensorsRepository = new SensorsRepository();
-  const devices = new DevicesService({ db, clock, config, devices: devicesRepository, sites, audit });
-  const webhooksRepository = new WebhooksRepository();
-  const webhooks = new WebhooksService({ db, clock, config, webhooks: webhooksRepository, audit, jobs });
-  jobs.register(
-    DELIVERY_JOB,
-    new WebhookDeliveryJob({
-      db,
-      clock,
-      log: log.child({ module: 'webhooks' }),
-      webhooks: webhooksRepository,
-      allowPrivate: config.webhookAllowPrivate,
-    }),
-  );
-  const rules = new RuleEngine({
-    database,
-    clock,
-    log: log.child({ module: 'rules' }),
-    repository: new RulesRepository(),
-    notifier: new AlarmMailAndWebhooks({ config, jobs, accounts, webhooks }),
-    catchUp: () => ingest.catchUp(),
-  });
-  const events = new EventsService({ db, clock, events: new EventsRepository(), sites, audit, webhooks });
-  const sensors = new SensorsService({
-    db,
-    clock,
-    sensors: sensorsRepository,
-    audit,
-    ruleChanges: rules,
-    settle: (seqs) => rules.settle(seqs),
-  });
-  const silences = new SilencesService({ db, clock, sensors: sensorsRepository, audit, engine: rules });
-  const ingest = new IngestCore({
-    store: ingestStoreFor(database),
-    clock,
-    config,
-    log: log.child({ module: 'ingest' }),
-  });
-  const pki = new BridgePki({ config: config.pki, clock, log: log.child({ module: 'pki' }) });
-  const bridgesRepository = new BridgesRepository();
-  const mqtt = new MqttBridge({
-    db,
-    clock,
-    log: log.child({ module: 'mqtt' }),
-    pki,
-    bridges: bridgesRepository,
-    devices: new BridgeDevices({
-      db,
-      clock,
-      devices: devicesRepository,
-      audit,
-      log: log.child({ module: 'mqtt' }),
-    }),
-    ingest,
-  });
-  const bridges = new BridgesService({
-    db,
-    clock,
-    pki,
-    bridges: bridgesRepository,
-    sites,
-    audit,
-    connections: mqtt,
-    mqttUrl: () =>
-      config.mqttUrl ?? `mqtts://${new URL(config.baseUrl).hostname}:${mqtt.port || config.mqttPort || 8883}`,
-  });
-  const deviceMoves = new DeviceMovesService({
-    db,
-    clock,
-    log: log.child({ module: 'devices' }),
-    jobs,
-    devices: devicesRepository,
-    sites,
-    moves: new DeviceMovesRepository(),
-    audit,
-  });
-  deviceMoves.register();
-  const measurementsRepository = new MeasurementsRepository();
-  const measurements = new MeasurementsService({
-    db,
-    clock,
-    config,
-    measurements: measurementsRepository,
-    catchUp: () => ingest.catchUp(),
-  });
-  const retention = new RetentionJob({
-    db,
-    clock,
-    config,
-    log: log.child({ module: 'retention' }),
-    measurements: measurementsRepository,
-    catchUp: () => ingest.catchUp(),
-  });
-  const accountExport = new ExportService({
-    db,
-    clock,
-    config,
-    exports: new ExportRepository(),
-    measurementsRepository,
-    measurements,
-    deviceMoves,
-  });
-  // After commit, ingest hands over what it wrote: the engine evaluates soon (the marker it reads
-  // was written in the same transaction), and device flips become device.online/offline webhooks.
-  ingest.onAccepted(() => rules.kick());
-  // Flips are queued as a job in the ingest transaction itself; after commit, run it now.
-  jobs.register(DEVICE_STATE_JOB, {
-    run: (payload) => webhooks.publishDeviceStates(payload as DeviceStateChange[]),
-  });
-  ingest.onDeviceState(() => webhooks.kick());
-  return {
-    ingest,
-    rules,
-    events,
-    silences,
-    webhooksRepository,
-    webhooks,
-    pki,
-    bridgesRepository,
-    bridges,
-    mqtt,
-    deviceMoves,
-    measurementsRepository,
-    measurements,
-    retention,
-    accountExport,
-    config,
-    clock,
-    log,
-    database,
-    db,
-    mailer,
-    jobs,
-    rateLimiter,
-    idempotency,
-    audit,
-    accounts,
-    authRepository,
-    authService,
-    authenticator,
-    tokensRepository,
-    tokens,
-    sites,
-    devicesRepository,
-    devices,
-    sensorsRepository,
-    sensors,
-  };
+  return { config, clock, log, database, db, mailer, jobs, rateLimiter, idempotency };
+}
+
+/**
+ * Services built one slice at a time: each builder reads what the builders before it made (its
+ * parameter type says which) and adds its own. The type grows with every slice, so a builder placed
+ * before what it needs does not compile.
+ */
+class Composition<S extends object> {
+  constructor(readonly built: S) {}
+
+  with<T extends object>(build: (built: S) => T): Composition<S & T> {
+    return new Composition(Object.assign(this.built, build(this.built)));
+  }
+}
+
+/**
+ * Every long-lived object of the cloud, built once and handed to the routes, one slice per resource
+ * folder in dependency order: a new resource adds its folder with a `build<Resource>(deps)` and one
+ * line here. Constructors only store their dependencies; nothing here does I/O until `Cloud.start()`.
+ */
+function composeServices(deps: ServicesDeps) {
+  return new Composition(buildPlatform(deps))
+    .with(buildAudit)
+    .with(buildAccounts)
+    .with(buildTokens)
+    .with(buildAuth)
+    .with(buildSites)
+    .with(buildDevices)
+    .with(buildIngest)
+    .with(buildWebhooks)
+    .with(buildRules)
+    .with(buildEvents)
+    .with(buildSensors)
+    .with(buildSilences)
+    .with(buildMqtt)
+    .with(buildMeasurements)
+    .with(buildRetention)
+    .with(buildExport).built;
+}
+
+/** The services by name (`s.devices`, `s.rules`, ...): the slices of every builder together. */
+export type Services = ReturnType<typeof composeServices>;
+
+export function buildServices(deps: ServicesDeps): Services {
+  return composeServices(deps);
 }
