@@ -297,7 +297,10 @@ class GrowingSeries {
 export interface ReportDataDeps {
   db: Db;
   data: ReportDataRepository;
-  placements: (db: Db, devices: Pick<Tables['devices'], 'id' | 'site_id'>[]) => Promise<Map<string, Placement>>;
+  placements: (
+    db: Db,
+    devices: Pick<Tables['devices'], 'id' | 'site_id'>[],
+  ) => Promise<Map<string, Placement>>;
   movesOf: (db: Db, deviceIds: string[]) => Promise<Tables['device_moves'][]>;
   /** The head of the account's audit hash chain. */
   auditChainHead: (db: Db, accountId: string) => Promise<ReportInput['auditChainHead']>;

@@ -193,7 +193,10 @@ export class ReportsService {
   }
 
   /** The PDF of a ready report and its file name; 409 `report_not_ready` before. */
-  async file(accountId: string, id: string): Promise<{ report: ReportRow; content: Buffer; fileName: string }> {
+  async file(
+    accountId: string,
+    id: string,
+  ): Promise<{ report: ReportRow; content: Buffer; fileName: string }> {
     const { db, reports, data } = this.deps;
     const report = await this.get(accountId, id);
     const content = report.state === 'ready' ? await reports.file(db, id) : undefined;

@@ -57,7 +57,10 @@ describe.each(DATABASES)('report content on %s', (db) => {
         ts: at('2026-03-10T08:00:00Z') + i * 10 * MINUTE,
         value: [2.5, 3.5, 4.5][i % 3]!,
       })),
-      ...Array.from({ length: 7 }, (_, i) => ({ ts: at('2026-03-10T10:00:00Z') + i * 10 * MINUTE, value: 9.5 })),
+      ...Array.from({ length: 7 }, (_, i) => ({
+        ts: at('2026-03-10T10:00:00Z') + i * 10 * MINUTE,
+        value: 9.5,
+      })),
       { ts: at('2026-03-10T11:10:00Z'), value: 3 },
     ];
     await ingestHttp(t, fridge, readings, { concurrency: 1 });

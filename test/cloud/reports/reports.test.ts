@@ -94,14 +94,22 @@ describe.each(DATABASES)('reports on %s', (db) => {
     await ingestHttp(
       t,
       device,
-      Array.from({ length: 30 }, (_, i) => ({ ts: at('2026-03-10T08:00:00Z') + i * MINUTE, value: 3 + (i % 3) })),
+      Array.from({ length: 30 }, (_, i) => ({
+        ts: at('2026-03-10T08:00:00Z') + i * MINUTE,
+        value: 3 + (i % 3),
+      })),
     );
 
     // The runner is stopped so the report stays queued until the test drains it; a halted queue
     // runs one job per drain().
     const { jobs } = t.cloud.services;
     await jobs.stop();
-    const created = await create({ site_id: site.id, template: 'haccp_monthly', language: 'en', period: MARCH });
+    const created = await create({
+      site_id: site.id,
+      template: 'haccp_monthly',
+      language: 'en',
+      period: MARCH,
+    });
     expect(created.status).toBe(202);
     expect(created.json).toEqual({
       id: expect.stringMatching(/^rpt_/),
@@ -218,7 +226,12 @@ describe.each(DATABASES)('reports on %s', (db) => {
         'invalid_period',
       ],
       ['no period', { ...good, period: undefined }, 400, 'invalid_request'],
-      ['a period without an offset', { ...good, period: { from: '2026-03-01', to: MARCH.to } }, 400, 'invalid_request'],
+      [
+        'a period without an offset',
+        { ...good, period: { from: '2026-03-01', to: MARCH.to } },
+        400,
+        'invalid_request',
+      ],
       ['an unknown field', { ...good, format: 'docx' }, 400, 'invalid_request'],
       ['template not a string', { ...good, template: 7 }, 400, 'invalid_request'],
       ['malformed JSON', '{"site_id":', 400, 'bad_json'],
