@@ -17,8 +17,8 @@ import type {
 } from './report-input.ts';
 import type { ReportRow } from './reports.repository.ts';
 
-/** Rows per query when a group's measurements are read: bounded memory per round trip. */
-const SCAN_CHUNK = 50_000;
+/** The time span read per query when a group's measurements are read: 6 hours. */
+const SCAN_WINDOW = 6 * 3600 * 1_000_000;
 
 type DeviceRow = Pick<Tables['devices'], 'id' | 'site_id' | 'name' | 'model' | 'created_at' | 'deleted_at'>;
 type SensorRow = { seq: number } & Pick<
@@ -213,26 +213,20 @@ export class ReportDataRepository {
   }
 
   /**
-   * The rows of one measurement group in `[from, to)` for the channels `seqs`, oldest first, at
-   * most `limit` after `(after.ts, after.seq)`. A group's rows are stored in time order
-   * (storage/layout.ts), so reading the whole group once is one range scan, where reading each
-   * channel on its own would scan the group's range once per channel.
+   * The rows of one measurement group with `from <= ts < to`, ordered by time. A group's rows are
+   * stored in time order (storage/layout.ts), so this is one range scan of the primary key; reading
+   * each channel on its own would scan the group's range once per channel.
    */
   async groupRows(
     db: Db,
     grp: number,
-    seqs: number[],
-    after: { ts: number; seq: number },
+    from: number,
     to: number,
-    limit: number,
   ): Promise<{ sensor_seq: number; ts: number; value: number }[]> {
-    // `ts >= ?` first, so the scan starts in the index; the OR only skips the rows already read.
     const result = await sql<{ sensor_seq: number; ts: number; value: number }>`
       SELECT sensor_seq, ts, value FROM measurements
-      WHERE grp = ${grp} AND ts >= ${after.ts} AND (ts > ${after.ts} OR sensor_seq > ${after.seq})
-        AND ts < ${to} AND sensor_seq IN (${sql.join(seqs)})
-      ORDER BY ts, sensor_seq
-      LIMIT ${limit}`.execute(db);
+      WHERE grp = ${grp} AND ts >= ${from} AND ts < ${to}
+      ORDER BY ts`.execute(db);
     return result.rows;
   }
 }
@@ -586,19 +580,17 @@ class SeriesLoader {
     const state = new Map(
       members.map((c) => [c.seq, { channel: c, series: new GrowingSeries(), interval: 0 }]),
     );
-    const seqs = members.map((c) => c.seq);
-    let after = { ts: Math.max(from, this.from) - 1, seq: Number.MAX_SAFE_INTEGER };
-    for (;;) {
-      const rows = await this.data.groupRows(this.db, grp, seqs, after, Math.min(to, this.to), SCAN_CHUNK);
+    // A window at a time, so what is read at once stays bounded (a day of a full group at one
+    // reading a minute is 92,160 rows).
+    for (let start = Math.max(from, this.from); start < Math.min(to, this.to); start += SCAN_WINDOW) {
+      const rows = await this.data.groupRows(this.db, grp, start, Math.min(start + SCAN_WINDOW, to, this.to));
       for (const r of rows) {
-        const s = state.get(r.sensor_seq)!;
+        const s = state.get(r.sensor_seq);
+        if (!s) continue; // a channel of the group that is not in this report
         const iv = s.channel.intervals;
         while (s.interval < iv.length && iv[s.interval]!.to <= r.ts) s.interval++;
         if (s.interval < iv.length && r.ts >= iv[s.interval]!.from) s.series.push(r.ts, r.value);
       }
-      if (rows.length < SCAN_CHUNK) break;
-      const last = rows[rows.length - 1]!;
-      after = { ts: last.ts, seq: last.sensor_seq };
     }
     for (const s of state.values()) this.loaded.set(s.channel.channelId, s.series.done());
   }

@@ -17,8 +17,6 @@ import {
   REPORT_LANGUAGES,
   REPORT_TEMPLATES,
   type ReportInput,
-  type ReportLanguage,
-  type ReportTemplate,
 } from './report-input.ts';
 import type { ReportRow, ReportsRepository } from './reports.repository.ts';
 
@@ -144,8 +142,8 @@ export class ReportsService {
         id: newId('rpt'),
         account_id: by.accountId,
         site_id: input.site_id,
-        template: input.template as ReportTemplate,
-        language: input.language as ReportLanguage,
+        template: input.template,
+        language: input.language,
         period_from: from,
         period_to: to,
         state: 'queued',

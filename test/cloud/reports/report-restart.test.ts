@@ -40,7 +40,7 @@ describe('a report job across a SIGKILL', () => {
     const site = await createSite(setup, user.token, { name: 'Cold Store' });
     const device = await createDevice(setup, user.token, site.id, { name: 'Fridge' });
     const { db } = setup.cloud.services;
-    const sensors = [];
+    const sensors: Awaited<ReturnType<typeof insertSensor>>[] = [];
     for (let c = 0; c < CHANNELS; c++)
       sensors.push(
         await insertSensor(
