@@ -201,6 +201,8 @@ export function drawChart(
   for (const [x0, x1] of marks) {
     doc.rect(x0, plotY, x1 - x0, plotH).fill(COLORS.excursion);
     doc.rect(x0, plotY + plotH - 3, x1 - x0, 3).fill(COLORS.excursionMark);
+    const mid = (x0 + x1) / 2;
+    doc.polygon([mid - 3, plotY - 5], [mid + 3, plotY - 5], [mid, plotY]).fill(COLORS.excursionMark);
   }
 
   // Value grid and ticks.

@@ -391,8 +391,9 @@ export class ReportText {
     return /^-0([.,]0*)?$/.test(text) ? text.slice(1) : text;
   }
 
+  /** A share with one decimal, rounded down: 100 % only when nothing is missing or out of range. */
   percent(value: number | null): string {
-    return value === null ? '–' : `${this.number(value, 1)} %`;
+    return value === null ? '–' : `${this.number(Math.floor(value * 10 + 1e-9) / 10, 1)} %`;
   }
 
   /** A local date ("9 Mar 2025", "09.03.2025", "9 mars 2025"). */

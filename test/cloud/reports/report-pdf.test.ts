@@ -1,0 +1,405 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { DateTime } from 'luxon';
+import type {
+  ReportAlarm,
+  ReportChannel,
+  ReportInput,
+  ReportLanguage,
+  ReportSeries,
+  ReportTemplate,
+} from '../../../cloud/src/reports/report-input.ts';
+import { renderReport } from '../../../cloud/src/reports/report-pdf.ts';
+
+/**
+ * The PDF read back with Debian's poppler-utils (pdftotext, pdfinfo, pdffonts): a data set built here
+ * for a New York site over March 2025, whose daylight-saving change falls on the 9th.
+ */
+const NY = 'America/New_York';
+const MINUTE = 60_000_000;
+const local = (iso: string): number => DateTime.fromISO(iso, { zone: NY }).toMillis() * 1000;
+const FROM = local('2025-03-01T00:00');
+const TO = local('2025-04-01T00:00');
+const CREATED = local('2025-04-01T03:17');
+const STEP = 10 * MINUTE;
+const HOT_AT = local('2025-03-09T23:30'); // 03:30 UTC on the 10th
+const COLD_AT = local('2025-03-15T12:00');
+const RULE_CHANGE = local('2025-03-20T10:00');
+const DELETED_AT = local('2025-03-12T08:00');
+const HASH = 'a3f1c9e07b5d42861f0e9c3ab7d5e2f4c6a8b0d1e3f5a7c9b2d4f6e8a0c1e3f5';
+
+function shelfSeries(): ReportSeries {
+  const n = (TO - FROM) / STEP;
+  const ts = new Float64Array(n);
+  const values = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    ts[i] = FROM + i * STEP;
+    values[i] = [3, 4, 5][i % 3]!;
+    if (ts[i] === HOT_AT) values[i] = 9.7;
+    if (ts[i] === COLD_AT) values[i] = 1.2;
+  }
+  return { ts, values };
+}
+
+function constantSeries(value: number, until = TO): ReportSeries {
+  const n = Math.floor((until - FROM) / STEP);
+  const ts = Float64Array.from({ length: n }, (_, i) => FROM + i * STEP);
+  return { ts, values: new Float64Array(n).fill(value) };
+}
+
+const rule = { from: FROM - MINUTE, enabled: true, okMin: 2, okMax: 8, graceMin: 15 };
+const CHANNELS: ReportChannel[] = [
+  {
+    channelId: 'chn_shelf',
+    sensorId: 'sen_shelf',
+    deviceId: 'dev_cooler',
+    deviceName: 'Cooler',
+    deviceModel: 'Shelly Plus H&T',
+    deviceDeletedAt: null,
+    kind: 'temperature',
+    label: 'Shelf A',
+    unit: '°C',
+    rules: [rule, { ...rule, from: RULE_CHANGE, okMax: 6 }],
+  },
+  {
+    channelId: 'chn_humidity',
+    sensorId: 'sen_humidity',
+    deviceId: 'dev_cooler',
+    deviceName: 'Cooler',
+    deviceModel: 'Shelly Plus H&T',
+    deviceDeletedAt: null,
+    kind: 'humidity',
+    label: 'Air moisture',
+    unit: '%',
+    rules: [{ ...rule, enabled: false }],
+  },
+  {
+    channelId: 'chn_freezer',
+    sensorId: 'sen_freezer',
+    deviceId: 'dev_freezer',
+    deviceName: 'Old freezer',
+    deviceModel: 'LHT65',
+    deviceDeletedAt: DELETED_AT,
+    kind: 'temperature',
+    label: 'Probe',
+    unit: '°C',
+    rules: [{ ...rule, okMin: -25, okMax: -18 }],
+  },
+];
+
+function alarm(overrides: Partial<ReportAlarm> = {}): ReportAlarm {
+  return {
+    eventId: 'evt_hot',
+    channelId: 'chn_shelf',
+    kind: 'threshold_high',
+    startedAt: HOT_AT,
+    alarmAt: HOT_AT + STEP,
+    endedAt: HOT_AT + 2 * STEP,
+    okMin: 2,
+    okMax: 8,
+    peakValue: 9.7,
+    silenced: false,
+    acknowledgedAt: HOT_AT + 3 * STEP,
+    acknowledgedBy: 'ann@example.com',
+    ackNote: 'Door seal replaced, goods moved to the backup cooler',
+    ...overrides,
+  };
+}
+
+function buildInput(
+  options: {
+    language?: ReportLanguage;
+    template?: ReportTemplate;
+    createdAt?: number;
+    alarms?: ReportAlarm[];
+  } = {},
+): ReportInput {
+  return {
+    report: {
+      id: 'rpt_test0001',
+      template: options.template ?? 'haccp_monthly',
+      language: options.language ?? 'en',
+      createdAt: options.createdAt ?? CREATED,
+      from: FROM,
+      to: TO,
+    },
+    account: { id: 'acc_1', name: 'Deli Corner LLC' },
+    site: { id: 'sit_1', name: 'Brooklyn store', timezone: NY, vertical: 'food' },
+    auditChainHead: { entryId: 'aud_head42', hash: HASH, entries: 42 },
+    channels: CHANNELS,
+    alarms: options.alarms ?? [alarm()],
+    silences: [
+      {
+        silenceId: 'sil_1',
+        channelId: 'chn_shelf',
+        from: local('2025-03-05T22:00'),
+        to: local('2025-03-06T02:00'),
+        reason: 'Defrost cycle',
+        createdBy: 'bob@example.com',
+        createdAt: local('2025-03-05T21:55'),
+      },
+    ],
+    thresholdChanges: [
+      {
+        ts: RULE_CHANGE,
+        by: 'ann@example.com',
+        channelId: 'chn_shelf',
+        before: { okMin: 2, okMax: 8 },
+        after: { okMin: 2, okMax: 6 },
+      },
+    ],
+    recomputes: [
+      {
+        ts: RULE_CHANGE + MINUTE,
+        by: 'ann@example.com',
+        channelId: 'chn_shelf',
+        replayed: 2880,
+        eventsCreated: 0,
+      },
+    ],
+    moves: [],
+    series: async (channelId) => {
+      if (channelId === 'chn_shelf') return shelfSeries();
+      if (channelId === 'chn_freezer') return constantSeries(-20, DELETED_AT);
+      return constantSeries(55);
+    },
+  };
+}
+
+let dir: string;
+beforeAll(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'report-pdf-'));
+});
+afterAll(() => {
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const POPPLER_ENV = { ...process.env, TZ: 'UTC' };
+
+async function render(input: ReportInput, name: string): Promise<{ pdf: Buffer; file: string }> {
+  const pdf = await renderReport(input);
+  const file = path.join(dir, name);
+  fs.writeFileSync(file, pdf);
+  return { pdf, file };
+}
+
+function pdftotext(file: string, page?: number): string {
+  const range = page === undefined ? [] : ['-f', String(page), '-l', String(page)];
+  return execFileSync('pdftotext', ['-layout', ...range, file, '-'], { env: POPPLER_ENV, encoding: 'utf8' });
+}
+
+function pdfinfo(file: string): Record<string, string> {
+  const out = execFileSync('pdfinfo', ['-isodates', file], { env: POPPLER_ENV, encoding: 'utf8' });
+  return Object.fromEntries(
+    out
+      .split('\n')
+      .filter((l) => l.includes(':'))
+      .map((l) => [l.slice(0, l.indexOf(':')).trim(), l.slice(l.indexOf(':') + 1).trim()]),
+  );
+}
+
+/** The lines of the text that contain `needle`. */
+function linesWith(text: string, needle: string): string[] {
+  return text.split('\n').filter((l) => l.includes(needle));
+}
+
+const sha256 = (b: Buffer): string => crypto.createHash('sha256').update(b).digest('hex');
+
+describe('the haccp_monthly report in English', () => {
+  let file: string;
+  let text: string;
+  let info: Record<string, string>;
+  const shelf = shelfSeries().values;
+  const mean = shelf.reduce((s, v) => s + v, 0) / shelf.length;
+
+  beforeAll(async () => {
+    ({ file } = await render(buildInput(), 'en.pdf'));
+    text = pdftotext(file);
+    info = pdfinfo(file);
+  });
+
+  it('prints the min, mean and max of the data set and its reading count in the summary', () => {
+    const [row] = linesWith(text, 'Cooler / Shelf A');
+    expect(row).toBeDefined();
+    const expected = ['1.2', mean.toFixed(1), '9.7', shelf.length.toLocaleString('en-GB')].join('\\s+');
+    expect(row).toMatch(new RegExp(`°C\\s+2\\.0 – 8\\.0\\s+${expected}\\s`));
+    // The freezer's readings end at its device's deletion.
+    const [freezer] = linesWith(text, 'Old freezer / Probe');
+    const freezerReadings = Math.floor((DELETED_AT - FROM) / STEP);
+    expect(freezer).toMatch(
+      new RegExp(`-20\\.0\\s+-20\\.0\\s+-20\\.0\\s+${freezerReadings.toLocaleString('en-GB')}\\s+100\\.0 %`),
+    );
+  });
+
+  it('reports only temperature channels', () => {
+    expect(text).not.toContain('Air moisture');
+  });
+
+  it('prints the period in site time with both UTC offsets of the March change', () => {
+    expect(text).toContain('1 Mar 2025, 00:00 UTC−05:00 – 1 Apr 2025, 00:00 UTC−04:00');
+    expect(text).toMatch(/UTC−05:00 → UTC−04:00 \(daylight-saving change 9 Mar 2025\)/);
+    expect(text).toContain('1 Apr 2025, 03:17 UTC−04:00');
+  });
+
+  it('puts each reading on its local day: 9 March has 23 hours and the 23:30 reading', () => {
+    const daily = linesWith(text, 'Mar 2025').filter((l) => /^\s*\d+ Mar 2025\s+\d+\s/.test(l));
+    // One row per local day for each of the two channels.
+    expect(daily).toHaveLength(2 * 31);
+    const ninth = daily.find((l) => l.trim().startsWith('9 Mar 2025'))!;
+    expect(ninth).toMatch(/^\s*9 Mar 2025\s+23\s+3\.0\s+\S+\s+9\.7\s+138\s+10\s*$/);
+    const tenth = daily.find((l) => l.trim().startsWith('10 Mar 2025'))!;
+    expect(tenth).toMatch(/^\s*10 Mar 2025\s+24\s+3\.0\s+4\.0\s+5\.0\s+144\s+0\s*$/);
+  });
+
+  it('lists the alarm with its times, peak, acknowledgement and note', () => {
+    // Kind, times and acknowledgement wrap onto a second line within their columns.
+    expect(text).toMatch(
+      /Cooler \/ Shelf A\s+above\s+9 Mar 2025,\s+9 Mar 2025,\s+9 Mar 2025,\s+9\.7 °C\s+20 min\s+no\s+ann@example\.com\n\s*range\s+23:30\s+23:40\s+23:50\s+10 Mar 2025, 00:00\n/,
+    );
+    expect(text).toContain('Note: Door seal replaced, goods moved to the backup cooler');
+  });
+
+  it('lists the silence window with its reason and who set it, and the threshold change before and after', () => {
+    expect(linesWith(text, 'Defrost cycle')[0]).toMatch(
+      /Cooler \/ Shelf A\s+5 Mar 2025,\s+6 Mar 2025,\s+Defrost cycle\s+bob@example\.com/,
+    );
+    expect(linesWith(text, '2.0 – 6.0 °C')[0]).toMatch(
+      /20 Mar 2025,\s+Cooler \/ Shelf A\s+2\.0 – 8\.0 °C\s+2\.0 – 6\.0 °C\s+ann@example\.com/,
+    );
+    expect(linesWith(text, '2,880')[0]).toMatch(/Cooler \/ Shelf A\s+ann@example\.com\s+2,880\s+0/);
+  });
+
+  it('lists the device deleted during the period and the audit chain head', () => {
+    expect(linesWith(text, 'LHT65')[0]).toMatch(/Old freezer\s+LHT65\s+12 Mar 2025, 08:00\s+Probe \(°C\)/);
+    expect(text).toContain(HASH);
+    expect(text).toContain('aud_head42');
+    expect(text).toMatch(/Entries in the chain\s+42/);
+  });
+
+  it('says "none" for an empty section', () => {
+    const moves = text.slice(text.indexOf('Device moves'));
+    expect(moves.split('\n').slice(1, 4).join('\n')).toMatch(/^\s*none\s*$/m);
+  });
+
+  it('has the metadata and "page x of y" on every page, and the signature block on the last page', () => {
+    const pages = Number(info.Pages);
+    expect(pages).toBeGreaterThanOrEqual(4);
+    expect(info.Title).toBe('HACCP temperature log – Brooklyn store – 1 Mar 2025 – 31 Mar 2025');
+    expect(info.Author).toBe('Deli Corner LLC');
+    expect(info.CreationDate).toBe('2025-04-01T07:17:00Z');
+    expect(info.ModDate).toBe('2025-04-01T07:17:00Z');
+    for (let p = 1; p <= pages; p++) {
+      expect(pdftotext(file, p)).toContain(`Page ${p} of ${pages}`);
+    }
+    const last = pdftotext(file, pages);
+    expect(last).toContain('Review and signature');
+    expect(last).toContain('Reviewed by');
+    expect(last).toContain('Signature');
+  });
+
+  it('embeds the DejaVu fonts', () => {
+    const fonts = execFileSync('pdffonts', [file], { encoding: 'utf8' });
+    const embedded = fonts.split('\n').filter((l) => l.includes('DejaVuSans'));
+    expect(embedded.length).toBeGreaterThanOrEqual(2);
+    for (const line of embedded) expect(line).toMatch(/\byes\s+yes\s+(yes|no)\s+\d+\s+0\s*$/);
+  });
+});
+
+describe('the report in German and French', () => {
+  it('has German headings, pages, dates and decimal commas', async () => {
+    const { file } = await render(buildInput({ language: 'de' }), 'de.pdf');
+    const text = pdftotext(file);
+    const pages = Number(pdfinfo(file).Pages);
+    for (const heading of [
+      'HACCP-Temperaturprotokoll',
+      'Übersicht',
+      'Tageswerte',
+      'Alarme',
+      'Stummschaltungen',
+      'Grenzwertänderungen',
+      'Prüfung und Unterschrift',
+    ]) {
+      expect(text).toContain(heading);
+    }
+    expect(text).toContain(`Seite 1 von ${pages}`);
+    expect(text).toContain(`Seite ${pages} von ${pages}`);
+    expect(text).toContain('Zeitumstellung 09.03.2025');
+    expect(linesWith(text, 'Cooler / Shelf A')[0]).toMatch(
+      /2,0 – 8,0\s+1,2\s+4,0\s+9,7\s+4\.458\s+100,0 %\s+99,9 %\s+2\s+1\s+0$/,
+    );
+    expect(text).toContain('Notiz: Door seal replaced');
+    expect(text).not.toContain('Page 1 of');
+  });
+
+  it('has French headings, pages and decimal commas', async () => {
+    const { file } = await render(buildInput({ language: 'fr' }), 'fr.pdf');
+    const text = pdftotext(file);
+    const pages = Number(pdfinfo(file).Pages);
+    for (const heading of [
+      'Relevé de températures HACCP',
+      'Synthèse',
+      'Valeurs journalières',
+      'Modifications des seuils',
+      'Vérification et signature',
+    ]) {
+      expect(text).toContain(heading);
+    }
+    expect(text).toContain(`Page 1 sur ${pages}`);
+    expect(text).toContain("changement d'heure 9 mars 2025");
+    expect(linesWith(text, 'Cooler / Shelf A')[0]).toMatch(/1,2\s+\d,\d\s+9,7\s/);
+  });
+});
+
+describe('the bytes', () => {
+  it('are the same for the same input, and change with the creation date', async () => {
+    const a = await renderReport(buildInput());
+    const b = await renderReport(buildInput());
+    expect(sha256(a)).toBe(sha256(b));
+    expect(a.subarray(0, 5).toString()).toBe('%PDF-');
+    const c = await renderReport(buildInput({ createdAt: CREATED + 60_000_000 }));
+    expect(sha256(c)).not.toBe(sha256(a));
+  });
+});
+
+describe('a table that runs over a page break', () => {
+  it('continues on the next page with its title and header repeated', async () => {
+    const alarms = Array.from({ length: 90 }, (_, i) =>
+      alarm({
+        eventId: `evt_${i}`,
+        startedAt: FROM + i * 60 * MINUTE,
+        ackNote: `Checked fridge, round ${i + 1}`,
+      }),
+    );
+    const { file } = await render(buildInput({ alarms }), 'long.pdf');
+    const pages = Number(pdfinfo(file).Pages);
+    const continued = Array.from({ length: pages }, (_, i) => pdftotext(file, i + 1)).filter((t) =>
+      t.includes('Alarms (continued)'),
+    );
+    expect(continued.length).toBeGreaterThanOrEqual(1);
+    for (const page of continued)
+      expect(page).toMatch(/Device \/ sensor\s+Kind\s+Started\s+Alarm\s+Ended\s+Peak/);
+    const all = pdftotext(file);
+    for (const i of [1, 45, 90]) expect(all).toContain(`Checked fridge, round ${i}\n`);
+  });
+});
+
+describe('the channel_summary report', () => {
+  it('has every kind of channel in the summary and a chart per channel, no daily tables', async () => {
+    const { file } = await render(buildInput({ template: 'channel_summary' }), 'summary.pdf');
+    const text = pdftotext(file);
+    expect(text).toContain('Channel summary');
+    expect(linesWith(text, 'Cooler / Air moisture')[0]).toMatch(
+      /%\s+no rule\s+55\.0\s+55\.0\s+55\.0\s+4,458\s+100\.0 %\s+no rule\s+0\s+0\s+0$/,
+    );
+    expect(text).toContain('Cooler / Shelf A');
+    expect(text).not.toContain('Daily values');
+    // One chart heading per channel besides its summary row.
+    for (const name of ['Cooler / Shelf A', 'Cooler / Air moisture', 'Old freezer / Probe']) {
+      expect(linesWith(text, name).length).toBeGreaterThanOrEqual(2);
+    }
+  });
+});
