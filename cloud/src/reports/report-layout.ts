@@ -159,10 +159,16 @@ export class Layout {
     const wordsFit = (): boolean =>
       columns.every((c, i) =>
         c.header
-          .split(/\s+/)
+          .split(/\s+|(?<=-)/)
           .every((word) => doc.fontSize(headerSize).widthOfString(word) <= widths[i]! - 2 * CELL_PAD_X),
       );
-    while (headerSize > 5 && !wordsFit()) headerSize -= 0.25;
+    while (headerSize > 5.5 && !wordsFit()) headerSize -= 0.25;
+    columns.forEach((c, i) =>
+      c.header.split(/\s+|(?<=-)/).forEach((w) => {
+        const ww = doc.fontSize(6).widthOfString(w);
+        if (ww > widths[i]! - 6) console.log('word', w, ww.toFixed(1), (widths[i]! - 6).toFixed(1));
+      }),
+    );
     doc.fontSize(headerSize);
     const headerCells = columns.map((c, i) => this.fit(c.header, widths[i]! - 2 * CELL_PAD_X, 3));
     const headerHeight =

@@ -196,18 +196,18 @@ function drawCover(layout: Layout, input: ReportInput, text: ReportText, title: 
 
 function drawSummary(layout: Layout, input: ReportInput, text: ReportText, reports: ChannelReport[]): void {
   const columns: Column[] = [
-    { header: text.t('channel'), width: 88, lines: 3 },
-    { header: text.t('unit'), width: 24 },
-    { header: text.t('rules'), width: 62, lines: 4 },
-    { header: text.t('min'), width: 30, align: 'right' },
-    { header: text.t('mean'), width: 30, align: 'right' },
-    { header: text.t('max'), width: 30, align: 'right' },
-    { header: text.t('readings'), width: 38, align: 'right' },
-    { header: text.t('coverage'), width: 38, align: 'right' },
-    { header: text.t('timeInRange'), width: 38, align: 'right' },
-    { header: text.t('excursions'), width: 40, align: 'right' },
-    { header: text.t('alarms'), width: 30, align: 'right' },
-    { header: text.t('notAcknowledged'), width: 38, align: 'right' },
+    { header: text.t('channel'), width: 70, lines: 4 },
+    { header: text.t('unit'), width: 32 },
+    { header: text.t('rules'), width: 53, lines: 6 },
+    { header: text.t('min'), width: 29, align: 'right' },
+    { header: text.t('mean'), width: 37, align: 'right' },
+    { header: text.t('max'), width: 29, align: 'right' },
+    { header: text.t('readings'), width: 43, align: 'right' },
+    { header: text.t('coverage'), width: 44, align: 'right' },
+    { header: text.t('timeInRange'), width: 40, align: 'right' },
+    { header: text.t('excursions'), width: 57, align: 'right' },
+    { header: text.t('alarms'), width: 34, align: 'right' },
+    { header: text.t('notAcknowledged'), width: 44, align: 'right' },
   ];
   const rows: Row[] = reports.map(({ channel, stats, decimals }) => {
     const name =
@@ -225,7 +225,8 @@ function drawSummary(layout: Layout, input: ReportInput, text: ReportText, repor
         value(stats.max),
         text.number(stats.readings),
         text.percent(stats.coveragePct),
-        stats.judgedReadings === 0 ? text.t('noRule') : text.percent(stats.timeInRangePct),
+        // Without a rule nothing is judged: the rules column says so.
+        stats.judgedReadings === 0 ? '–' : text.percent(stats.timeInRangePct),
         text.number(stats.excursions.length),
         text.number(stats.alarms),
         text.number(stats.alarmsNotAcknowledged),
@@ -238,6 +239,9 @@ function drawSummary(layout: Layout, input: ReportInput, text: ReportText, repor
     continued: text.t('continued'),
     empty: text.t('none'),
   });
+  layout.space(6);
+  layout.heading(text.t('methodTitle'), 9, 40);
+  layout.paragraph(text.t('method'), { size: 7.5, muted: true });
 }
 
 function chartBands(input: ReportInput, channel: ReportChannel): ChartBand[] {
@@ -378,15 +382,15 @@ function drawSections(layout: Layout, input: ReportInput, text: ReportText): voi
 
   layout.table(
     [
-      { header: text.t('channel'), width: 80, lines: 2 },
+      { header: text.t('channel'), width: 74, lines: 2 },
       { header: text.t('kind'), width: 44, lines: 2 },
-      { header: text.t('started'), width: 52, lines: 2 },
-      { header: text.t('alarmAt'), width: 52, lines: 2 },
-      { header: text.t('ended'), width: 52, lines: 2 },
-      { header: text.t('peak'), width: 38, align: 'right' },
-      { header: text.t('duration'), width: 44, align: 'right', lines: 2 },
-      { header: text.t('silenced'), width: 34 },
-      { header: text.t('acknowledged'), width: 90, lines: 3 },
+      { header: text.t('started'), width: 54, lines: 2 },
+      { header: text.t('alarmAt'), width: 54, lines: 2 },
+      { header: text.t('ended'), width: 54, lines: 2 },
+      { header: text.t('peak'), width: 50, align: 'right' },
+      { header: text.t('duration'), width: 46, align: 'right', lines: 2 },
+      { header: text.t('silenced'), width: 40 },
+      { header: text.t('acknowledged'), width: 92, lines: 3 },
     ],
     input.alarms.map((a) => {
       const c = byId.get(a.channelId);

@@ -175,7 +175,7 @@ beforeAll(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'report-pdf-'));
 });
 afterAll(() => {
-  fs.rmSync(dir, { recursive: true, force: true });
+  if (!process.env.KEEP_REPORTS) fs.rmSync(dir, { recursive: true, force: true });
 });
 
 const POPPLER_ENV = { ...process.env, TZ: 'UTC' };
@@ -228,7 +228,9 @@ describe('the haccp_monthly report in English', () => {
     const expected = ['1.2', mean.toFixed(1), '9.7', shelf.length.toLocaleString('en-GB')].join('\\s+');
     expect(row).toMatch(new RegExp(`°C\\s+2\\.0 – 8\\.0\\s+${expected}\\s`));
     // The freezer's readings end at its device's deletion.
-    const [freezer] = linesWith(text, 'Old freezer / Probe');
+    // The name wraps within its column: the row's first line starts with its first words.
+    const [freezer] = linesWith(text, 'Old freezer /');
+    expect(text).toMatch(/Old freezer \/.*\n\s*Probe \(deleted\s*\n\s*12 Mar 2025\)/);
     const freezerReadings = Math.floor((DELETED_AT - FROM) / STEP);
     expect(freezer).toMatch(
       new RegExp(`-20\\.0\\s+-20\\.0\\s+-20\\.0\\s+${freezerReadings.toLocaleString('en-GB')}\\s+100\\.0 %`),
@@ -392,14 +394,17 @@ describe('the channel_summary report', () => {
     const { file } = await render(buildInput({ template: 'channel_summary' }), 'summary.pdf');
     const text = pdftotext(file);
     expect(text).toContain('Channel summary');
-    expect(linesWith(text, 'Cooler / Air moisture')[0]).toMatch(
-      /%\s+no rule\s+55\.0\s+55\.0\s+55\.0\s+4,458\s+100\.0 %\s+no rule\s+0\s+0\s+0$/,
+    expect(linesWith(text, 'Cooler / Air')[0]).toMatch(
+      /%\s+no rule\s+55\.0\s+55\.0\s+55\.0\s+4,458\s+100\.0 %\s+–\s+0\s+0\s+0$/,
     );
     expect(text).toContain('Cooler / Shelf A');
     expect(text).not.toContain('Daily values');
-    // One chart heading per channel besides its summary row.
-    for (const name of ['Cooler / Shelf A', 'Cooler / Air moisture', 'Old freezer / Probe']) {
-      expect(linesWith(text, name).length).toBeGreaterThanOrEqual(2);
-    }
+    // One chart per channel: its heading, its facts line, and the chart's legend.
+    expect(text).toMatch(/^\s*Cooler \/ Air moisture\s*\n\s*humidity \(%\) · Rule\(s\): no rule\s*$/m);
+    expect(text).toMatch(
+      /^\s*Cooler \/ Shelf A\s*\n\s*temperature \(°C\) · Rule\(s\): 2\.0 – 8\.0; from 20 Mar 2025, 10:00: 2\.0 – 6\.0/m,
+    );
+    expect(text).toMatch(/^\s*Old freezer \/ Probe\s*\n\s*temperature \(°C\) · Rule\(s\): -25\.0 – -18\.0/m);
+    expect(linesWith(text, 'operating range')).toHaveLength(3);
   });
 });
