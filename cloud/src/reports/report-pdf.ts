@@ -138,7 +138,14 @@ function withUnit(value: string, unit: string): string {
   return unit ? `${value} ${unit}` : value;
 }
 
-function rulesText(input: ReportInput, text: ReportText, channel: ReportChannel, decimals: number): string {
+/** The rule segments in force in the period, one a line; `compact` dates a change by day and time only. */
+function rulesText(
+  input: ReportInput,
+  text: ReportText,
+  channel: ReportChannel,
+  decimals: number,
+  compact = false,
+): string {
   const segments = segmentsInForce(channel.rules, input.report.from, input.report.to);
   if (segments.length === 0) return text.t('noRule');
   return segments
@@ -148,7 +155,7 @@ function rulesText(input: ReportInput, text: ReportText, channel: ReportChannel,
         : text.t('noRule');
       return i === 0 || s.from <= input.report.from
         ? range
-        : `${text.t('sinceDate', { date: text.dateTime(s.from) })}: ${range}`;
+        : `${text.t('sinceDate', { date: compact ? `${text.dayMonth(s.from)} ${text.time(s.from)}` : text.dateTime(s.from) })}: ${range}`;
     })
     .join('\n');
 }
@@ -219,7 +226,7 @@ function drawSummary(layout: Layout, input: ReportInput, text: ReportText, repor
       cells: [
         name,
         channel.unit,
-        rulesText(input, text, channel, decimals),
+        rulesText(input, text, channel, decimals, true),
         value(stats.min),
         value(stats.mean),
         value(stats.max),

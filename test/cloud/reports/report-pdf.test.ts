@@ -408,3 +408,44 @@ describe('the channel_summary report', () => {
     expect(linesWith(text, 'operating range')).toHaveLength(3);
   });
 });
+
+describe('edge cases', () => {
+  it('cuts a long label with an ellipsis and reports a channel without readings', async () => {
+    const longLabel = 'Walk-in cold room behind the bakery, lower shelf next to the door '.repeat(4).trim();
+    const input = buildInput();
+    input.channels = [
+      ...CHANNELS,
+      {
+        ...CHANNELS[0]!,
+        channelId: 'chn_long',
+        sensorId: 'sen_long',
+        deviceName: 'Cooler',
+        label: longLabel,
+      },
+    ];
+    const series = input.series;
+    input.series = async (channelId) =>
+      channelId === 'chn_long' ? { ts: new Float64Array(0), values: new Float64Array(0) } : series(channelId);
+    const { file } = await render(input, 'edge.pdf');
+    const text = pdftotext(file);
+    expect(text).not.toContain(longLabel);
+    const summary = text.slice(text.indexOf('Summary'), text.indexOf('How the figures are computed'));
+    const rows = summary.split('\n');
+    const first = rows.findIndex((l) => l.startsWith('Cooler / Walk-in'));
+    expect(rows[first]).toMatch(/°C\s+2\.0 – 8\.0\s+–\s+–\s+–\s+0\s+0\.0 %\s+–\s+0\s+0\s+0$/);
+    // The name wraps to at most four lines within its column, the last one cut.
+    const nameLines = rows.slice(first, first + 6).map((l) => l.slice(0, 18).trim());
+    expect(nameLines.filter((l) => l.endsWith('…'))).toHaveLength(1);
+    expect(text).toContain('no readings in the period');
+  });
+
+  it('draws a one-day report with hour ticks', async () => {
+    const input = buildInput({ template: 'channel_summary' });
+    input.report.to = local('2025-03-02T00:00');
+    const { file } = await render(input, 'day.pdf');
+    const text = pdftotext(file);
+    expect(text).toContain('1 Mar 2025, 00:00 UTC−05:00 – 2 Mar 2025, 00:00 UTC−05:00');
+    expect(text).toMatch(/^UTC offset\s+UTC−05:00\s*$/m);
+    expect(text).toMatch(/03:00\s+06:00\s+09:00\s+12:00/);
+  });
+});

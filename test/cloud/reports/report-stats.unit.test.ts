@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import { DateTime } from 'luxon';
-import { downsample, niceTicks } from '../../../cloud/src/reports/report-chart.ts';
+import { downsample, localHourTicks, niceTicks } from '../../../cloud/src/reports/report-chart.ts';
 import { ReportText } from '../../../cloud/src/reports/report-i18n.ts';
 import type {
   ReportAlarm,
@@ -300,6 +300,24 @@ describe('the chart reduction', () => {
         },
       ),
     );
+  });
+
+  it('puts hour ticks on local hours, also on the day the clocks go forward', () => {
+    const NY = 'America/New_York';
+    const ticks = localHourTicks(local(NY, '2025-03-09T00:00'), local(NY, '2025-03-10T00:00'), NY, 3);
+    const text = new ReportText('en', NY);
+    expect(ticks.map((t) => text.time(t))).toEqual([
+      '00:00',
+      '03:00',
+      '06:00',
+      '09:00',
+      '12:00',
+      '15:00',
+      '18:00',
+      '21:00',
+      '00:00',
+    ]);
+    expect((ticks[1]! - ticks[0]!) / HOUR).toBe(2);
   });
 
   it('chooses round value ticks', () => {
