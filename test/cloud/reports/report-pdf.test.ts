@@ -423,9 +423,9 @@ describe('edge cases', () => {
         label: longLabel,
       },
     ];
-    const series = input.series;
+    const others = buildInput();
     input.series = async (channelId) =>
-      channelId === 'chn_long' ? { ts: new Float64Array(0), values: new Float64Array(0) } : series(channelId);
+      channelId === 'chn_long' ? { ts: new Float64Array(0), values: new Float64Array(0) } : others.series(channelId);
     const { file } = await render(input, 'edge.pdf');
     const text = pdftotext(file);
     expect(text).not.toContain(longLabel);
