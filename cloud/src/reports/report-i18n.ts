@@ -93,6 +93,8 @@ const EN = {
   minutesShort: 'min',
   valueAxis: 'Value',
   continued: '(continued)',
+  movedIn: 'moved here from {site} on {date}',
+  movedOut: 'moved to {site} on {date}',
   methodTitle: 'How the figures are computed',
   method:
     "All times are in the site's time zone; days are local days (23 or 25 hours on a daylight-saving change). " +
@@ -193,6 +195,8 @@ const DE: Texts = {
   minutesShort: 'min',
   valueAxis: 'Wert',
   continued: '(Fortsetzung)',
+  movedIn: 'am {date} von {site} hierher umgezogen',
+  movedOut: 'am {date} nach {site} umgezogen',
   methodTitle: 'So werden die Werte berechnet',
   method:
     'Alle Zeiten in der Zeitzone des Standorts; Tage sind Ortstage (23 oder 25 Stunden bei einer Zeitumstellung). ' +
@@ -290,6 +294,8 @@ const FR: Texts = {
   minutesShort: 'min',
   valueAxis: 'Valeur',
   continued: '(suite)',
+  movedIn: 'déplacé ici depuis {site} le {date}',
+  movedOut: 'déplacé vers {site} le {date}',
   methodTitle: 'Mode de calcul des valeurs',
   method:
     "Toutes les heures sont celles du fuseau horaire du site ; les jours sont des jours locaux (23 ou 25 heures lors d'un changement d'heure). " +

@@ -285,6 +285,11 @@ function drawChannelPage(
   if (channel.deviceDeletedAt !== null) {
     facts.push(text.t('deletedMark', { date: text.dateTime(channel.deviceDeletedAt) }));
   }
+  for (const move of input.moves.filter((m) => m.deviceId === channel.deviceId)) {
+    const date = text.dateTime(move.effectiveAt);
+    if (move.toSiteName === input.site.name) facts.push(text.t('movedIn', { site: move.fromSiteName, date }));
+    else facts.push(text.t('movedOut', { site: move.toSiteName, date }));
+  }
   layout.paragraph(facts.join(' · '), { size: 8, muted: true });
   if (stats.readings === 0) layout.paragraph(text.t('noData'), { size: 8 });
 

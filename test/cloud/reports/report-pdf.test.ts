@@ -425,7 +425,9 @@ describe('edge cases', () => {
     ];
     const others = buildInput();
     input.series = async (channelId) =>
-      channelId === 'chn_long' ? { ts: new Float64Array(0), values: new Float64Array(0) } : others.series(channelId);
+      channelId === 'chn_long'
+        ? { ts: new Float64Array(0), values: new Float64Array(0) }
+        : others.series(channelId);
     const { file } = await render(input, 'edge.pdf');
     const text = pdftotext(file);
     expect(text).not.toContain(longLabel);
@@ -447,5 +449,33 @@ describe('edge cases', () => {
     expect(text).toContain('1 Mar 2025, 00:00 UTC−05:00 – 2 Mar 2025, 00:00 UTC−05:00');
     expect(text).toMatch(/^UTC offset\s+UTC−05:00\s*$/m);
     expect(text).toMatch(/03:00\s+06:00\s+09:00\s+12:00/);
+  });
+
+  it('lists a device moved out during the period and measures its coverage until the move', async () => {
+    const movedAt = local('2025-03-16T00:00');
+    const input = buildInput();
+    input.moves = [
+      {
+        ts: movedAt + MINUTE,
+        by: 'ann@example.com',
+        deviceId: 'dev_cooler',
+        deviceName: 'Cooler',
+        fromSiteName: 'Brooklyn store',
+        toSiteName: 'Queens store',
+        effectiveAt: movedAt,
+      },
+    ];
+    const all = shelfSeries();
+    const kept = all.ts.findIndex((t) => t >= movedAt);
+    input.series = async () => ({ ts: all.ts.subarray(0, kept), values: all.values.subarray(0, kept) });
+    const { file } = await render(input, 'moved.pdf');
+    const text = pdftotext(file);
+    expect(linesWith(text, 'Queens store').find((l) => l.includes('Brooklyn store'))).toMatch(
+      /16 Mar 2025, 00:00\s+Cooler\s+Brooklyn store\s+Queens store\s+ann@example\.com/,
+    );
+    expect(text).toMatch(/moved to Queens store on 16 Mar\s+2025, 00:00/);
+    expect(linesWith(text, 'Cooler / Shelf A')[0]).toMatch(
+      new RegExp(`\\s${kept.toLocaleString('en-GB')}\\s+100\\.0 %\\s`),
+    );
   });
 });
