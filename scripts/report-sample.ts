@@ -198,6 +198,21 @@ export function sampleReportInput(options: SampleOptions = {}): ReportInput {
         acknowledgedBy: null,
         ackNote: null,
       },
+      {
+        eventId: 'evt_defrost',
+        channelId: 'chn_freezer',
+        kind: 'threshold_high',
+        startedAt: at(5, 22, 30),
+        alarmAt: at(5, 23, 0),
+        endedAt: at(6, 1, 30),
+        okMin: -25,
+        okMax: -18,
+        peakValue: -15.6,
+        silenced: true,
+        acknowledgedAt: at(6, 7, 45),
+        acknowledgedBy: 'manager@bistro-lindenhof.example',
+        ackNote: 'Planned defrost; goods kept in the cold room meanwhile.',
+      },
     ],
     silences: [
       {

@@ -27,7 +27,7 @@ export interface Row {
 }
 
 const CELL_PAD_X = 3;
-const CELL_PAD_Y = 2.5;
+const CELL_PAD_Y = 2;
 const COLORS = { text: '#111111', muted: '#555555', rule: '#999999', header: '#e6e9ef', zebra: '#f6f7f9' };
 
 export class Layout {

@@ -31,7 +31,7 @@ const FONT_FILES = {
 const FONTS = { regular: 'DejaVuSans', bold: 'DejaVuSans-Bold' };
 
 const US_PER_MS = 1000;
-const CHART_HEIGHT = 190;
+const CHART_HEIGHT = 175;
 
 /** A channel the template reports, with what was computed from its series. */
 interface ChannelReport {
@@ -345,6 +345,50 @@ function drawChannelPage(
   layout.table(columns, rows, {
     size: 7,
     title: `${text.t('daily')} – ${channelName(text, channel)}`,
+    continued: text.t('continued'),
+    empty: text.t('none'),
+  });
+  drawExcursions(layout, input, text, report);
+}
+
+/**
+ * Every excursion of the channel, with the alarm it raised (an alarm event of the channel that started
+ * within it) and whether that alarm was acknowledged. A short excursion within the rule's grace time
+ * raises none.
+ */
+function drawExcursions(layout: Layout, input: ReportInput, text: ReportText, report: ChannelReport): void {
+  const { channel, stats, decimals } = report;
+  const alarms = input.alarms.filter((a) => a.channelId === channel.channelId && a.kind !== 'no_data');
+  const columns: Column[] = [
+    { header: text.t('started'), width: 80, lines: 2 },
+    { header: text.t('ended'), width: 80, lines: 2 },
+    { header: text.t('duration'), width: 60, align: 'right' },
+    { header: text.t('readings'), width: 50, align: 'right' },
+    { header: withUnit(text.t('peak'), channel.unit), width: 55, align: 'right' },
+    { header: text.t('alarmAt'), width: 140, lines: 2 },
+  ];
+  const rows: Row[] = stats.excursions.map((e) => {
+    const alarm = alarms.find((a) => a.startedAt >= e.from && a.startedAt < e.to);
+    const state =
+      alarm === undefined
+        ? '–'
+        : alarm.acknowledgedAt === null
+          ? `${text.kindName(alarm.kind)}, ${text.t('notAckedWord')}`
+          : `${text.kindName(alarm.kind)}, ${text.t('ackedWord')}\n${alarm.acknowledgedBy ?? ''}`;
+    return {
+      cells: [
+        text.dateTime(e.from),
+        text.dateTime(e.to),
+        text.duration(e.to - e.from),
+        text.number(e.readings),
+        text.number(e.peak, decimals),
+        state,
+      ],
+    };
+  });
+  layout.table(columns, rows, {
+    size: 7,
+    title: `${text.t('excursions')} – ${channelName(text, channel)}`,
     continued: text.t('continued'),
     empty: text.t('none'),
   });

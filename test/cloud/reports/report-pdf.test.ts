@@ -265,6 +265,15 @@ describe('the haccp_monthly report in English', () => {
     expect(text).toContain('Note: Door seal replaced, goods moved to the backup cooler');
   });
 
+  it('lists every excursion with the alarm it raised', () => {
+    const table = text.slice(text.indexOf('Excursions – Cooler / Shelf A'));
+    expect(table).toMatch(
+      /9 Mar 2025, 23:30\s+9 Mar 2025, 23:40\s+10 min\s+1\s+9\.7\s+above range, acknowledged\n\s+ann@example\.com/,
+    );
+    expect(table).toMatch(/15 Mar 2025, 12:00\s+15 Mar 2025, 12:10\s+10 min\s+1\s+1\.2\s+–\n/);
+    expect(text.slice(text.indexOf('Excursions – Old freezer / Probe'))).toMatch(/Alarm\s*\n\s*none\n/);
+  });
+
   it('lists the silence window with its reason and who set it, and the threshold change before and after', () => {
     expect(linesWith(text, 'Defrost cycle')[0]).toMatch(
       /Cooler \/ Shelf A\s+5 Mar 2025,\s+6 Mar 2025,\s+Defrost cycle\s+bob@example\.com/,
