@@ -143,7 +143,7 @@ const COLORS = {
 const FONT_SIZE = 7;
 const LEFT_AXIS = 42;
 const BOTTOM_AXIS = 16;
-const TOP_PAD = 12;
+const TOP_PAD = 18;
 
 /** The columns a chart of this width reduces its series to: two points per PDF unit at most. */
 export function chartColumns(width: number): number {
