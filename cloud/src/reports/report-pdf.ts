@@ -32,6 +32,8 @@ const FONTS = { regular: 'DejaVuSans', bold: 'DejaVuSans-Bold' };
 
 const US_PER_MS = 1000;
 const CHART_HEIGHT = 175;
+/** Excursions listed per channel; beyond, the shortest are counted in one line. */
+export const MAX_EXCURSION_ROWS = 200;
 
 /** A channel the template reports, with what was computed from its series. */
 interface ChannelReport {
@@ -367,7 +369,15 @@ function drawExcursions(layout: Layout, input: ReportInput, text: ReportText, re
     { header: withUnit(text.t('peak'), channel.unit), width: 55, align: 'right' },
     { header: text.t('alarmAt'), width: 140, lines: 2 },
   ];
-  const rows: Row[] = stats.excursions.map((e) => {
+  // A flapping sensor can make thousands of excursions: the longest are listed, the rest summed up.
+  const listed =
+    stats.excursions.length <= MAX_EXCURSION_ROWS
+      ? stats.excursions
+      : [...stats.excursions]
+          .sort((a, b) => b.to - b.from - (a.to - a.from) || a.from - b.from)
+          .slice(0, MAX_EXCURSION_ROWS)
+          .sort((a, b) => a.from - b.from);
+  const rows: Row[] = listed.map((e) => {
     const alarm = alarms.find((a) => a.startedAt >= e.from && a.startedAt < e.to);
     const state =
       alarm === undefined
@@ -392,6 +402,15 @@ function drawExcursions(layout: Layout, input: ReportInput, text: ReportText, re
     continued: text.t('continued'),
     empty: text.t('none'),
   });
+  if (listed.length < stats.excursions.length) {
+    const listedSet = new Set(listed);
+    const rest = stats.excursions.filter((e) => !listedSet.has(e));
+    const minutes = rest.reduce((sum, e) => sum + (e.to - e.from), 0) / 60_000_000;
+    layout.paragraph(
+      text.t('moreExcursions', { n: text.number(rest.length), minutes: text.number(Math.round(minutes)) }),
+      { size: 7.5, muted: true },
+    );
+  }
 }
 
 function drawLegend(layout: Layout, text: ReportText): void {

@@ -13,7 +13,7 @@ import type {
   ReportSeries,
   ReportTemplate,
 } from '../../../cloud/src/reports/report-input.ts';
-import { renderReport } from '../../../cloud/src/reports/report-pdf.ts';
+import { MAX_EXCURSION_ROWS, renderReport } from '../../../cloud/src/reports/report-pdf.ts';
 
 /**
  * The PDF read back with Debian's poppler-utils (pdftotext, pdfinfo, pdffonts): a data set built here
@@ -486,5 +486,28 @@ describe('edge cases', () => {
     expect(linesWith(text, 'Cooler / Shelf A')[0]).toMatch(
       new RegExp(`\\s${kept.toLocaleString('en-GB')}\\s+100\\.0 %\\s`),
     );
+  });
+
+  it('lists the longest excursions of a flapping sensor and counts the rest', async () => {
+    const input = buildInput();
+    // Every other reading is out of range: one-reading excursions of 10 minutes, and one of 5 readings.
+    const all = shelfSeries();
+    const values = all.values.map((_, i) => (i % 2 === 0 ? 9 : 5));
+    values[1001] = 9;
+    values[1003] = 9;
+    input.series = async (channelId) =>
+      channelId === 'chn_shelf' ? { ts: all.ts, values } : buildInput().series(channelId);
+    const { file } = await render(input, 'flapping.pdf');
+    const text = pdftotext(file);
+    const total = Math.ceil(all.ts.length / 2) - 2;
+    expect(linesWith(text, 'Cooler / Shelf A')[0]).toMatch(
+      new RegExp(`\\s${total.toLocaleString('en-GB')}\\s+1\\s+0$`),
+    );
+    const rest = total - MAX_EXCURSION_ROWS;
+    expect(text).toContain(
+      `${rest.toLocaleString('en-GB')} shorter excursions not listed (${(rest * 10).toLocaleString('en-GB')} min out of range in total).`,
+    );
+    // The longest one is listed.
+    expect(text).toMatch(/\s50 min\s+5\s+9\.0\s/);
   });
 });
