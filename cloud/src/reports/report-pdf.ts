@@ -458,7 +458,7 @@ function drawSections(layout: Layout, input: ReportInput, text: ReportText): voi
   layout.table(
     [
       { header: text.t('channel'), width: 74, lines: 2 },
-      { header: text.t('kind'), width: 44, lines: 2 },
+      { header: text.t('kind'), width: 44, lines: 3 },
       { header: text.t('started'), width: 54, lines: 2 },
       { header: text.t('alarmAt'), width: 54, lines: 2 },
       { header: text.t('ended'), width: 54, lines: 2 },
