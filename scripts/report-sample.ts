@@ -124,6 +124,8 @@ export function sampleReportInput(options: SampleOptions = {}): ReportInput {
     const rnd = random(channelId.length * 7919 + channelId.charCodeAt(channelId.length - 1));
     const doorOpenFrom = at(12, 14, 5);
     const doorOpenTo = at(12, 15, 10);
+    const defrostFrom = at(5, 22, 30);
+    const defrostTo = at(6, 1, 30);
     const outageFrom = at(20, 2);
     const outageTo = at(20, 7);
     let k = 0;
@@ -134,7 +136,8 @@ export function sampleReportInput(options: SampleOptions = {}): ReportInput {
       const daily = Math.sin(((hour - 6) / 24) * 2 * Math.PI);
       let v: number;
       if (channel.kind === 'humidity') v = 62 + 8 * daily + rnd() * 3;
-      else if (channelId === 'chn_freezer') v = -21 + 1.2 * daily + rnd() * 0.6 + (hour % 8 < 0.4 ? 4 : 0);
+      else if (channelId === 'chn_freezer')
+        v = -21 + 1.2 * daily + rnd() * 0.6 + (t >= defrostFrom && t < defrostTo ? 6 : 0);
       else v = 4.2 + 0.9 * daily + rnd() * 0.5;
       if (channelId === 'chn_fridge1' && t >= doorOpenFrom && t < doorOpenTo) {
         v = 8.4 + ((t - doorOpenFrom) / (doorOpenTo - doorOpenFrom)) * 3.2;
@@ -194,6 +197,21 @@ export function sampleReportInput(options: SampleOptions = {}): ReportInput {
         acknowledgedAt: null,
         acknowledgedBy: null,
         ackNote: null,
+      },
+      {
+        eventId: 'evt_defrost',
+        channelId: 'chn_freezer',
+        kind: 'threshold_high',
+        startedAt: at(5, 22, 30),
+        alarmAt: at(5, 23, 0),
+        endedAt: at(6, 1, 30),
+        okMin: -25,
+        okMax: -18,
+        peakValue: -15.6,
+        silenced: true,
+        acknowledgedAt: at(6, 7, 45),
+        acknowledgedBy: 'manager@bistro-lindenhof.example',
+        ackNote: 'Planned defrost; goods kept in the cold room meanwhile.',
       },
     ],
     silences: [

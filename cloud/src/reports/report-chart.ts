@@ -5,6 +5,7 @@
  * the max, in the order they came) per column of the plot, so a month of 1-minute readings draws as a
  * path of about a thousand points and the file stays small.
  */
+import { DateTime } from 'luxon';
 import type { ReportText } from './report-i18n.ts';
 import { localDayBounds } from './report-stats.ts';
 import type { ReportSeries } from './report-input.ts';
@@ -81,6 +82,20 @@ export function downsample(
   return { x: Float64Array.from(xs), y: Float64Array.from(ys) };
 }
 
+/** Local times at every `stepHours` hours of the local day (00:00, 03:00, ...) within `[from, to]`. */
+export function localHourTicks(from: number, to: number, timezone: string, stepHours: number): number[] {
+  const ticks: number[] = [];
+  for (const day of localDayBounds(from, to, timezone)) {
+    const midnight = DateTime.fromMillis(day / 1000, { zone: timezone });
+    for (let hour = 0; hour < 24; hour += stepHours) {
+      // An hour skipped by a daylight-saving change moves forward; a repeated one is taken once.
+      const t = midnight.set({ hour }).toMillis() * 1000;
+      if (t >= from && t <= to && ticks[ticks.length - 1] !== t) ticks.push(t);
+    }
+  }
+  return ticks;
+}
+
 /** Round tick values covering `[min, max]`: steps of 1, 2 or 5 times a power of ten. */
 export function niceTicks(min: number, max: number, maxTicks = 6): number[] {
   if (!(max > min)) return [min];
@@ -128,7 +143,7 @@ const COLORS = {
 const FONT_SIZE = 7;
 const LEFT_AXIS = 42;
 const BOTTOM_AXIS = 16;
-const TOP_PAD = 12;
+const TOP_PAD = 18;
 
 /** The columns a chart of this width reduces its series to: two points per PDF unit at most. */
 export function chartColumns(width: number): number {
@@ -201,6 +216,8 @@ export function drawChart(
   for (const [x0, x1] of marks) {
     doc.rect(x0, plotY, x1 - x0, plotH).fill(COLORS.excursion);
     doc.rect(x0, plotY + plotH - 3, x1 - x0, 3).fill(COLORS.excursionMark);
+    const mid = (x0 + x1) / 2;
+    doc.polygon([mid - 3, plotY - 5], [mid + 3, plotY - 5], [mid, plotY]).fill(COLORS.excursionMark);
   }
 
   // Value grid and ticks.
@@ -226,13 +243,17 @@ export function drawChart(
   const dayCount = span / 86_400_000_000;
   if (dayCount > 2) {
     const labelEvery = Math.max(1, Math.ceil(dayCount / 10));
+    // A grid line per day up to two months; beyond, only at the labelled days.
+    const gridEvery = dayCount > 62 ? labelEvery : 1;
     days.forEach((t, i) => {
       const x = xOf(t);
-      doc.lineWidth(0.3).strokeColor(COLORS.grid);
-      doc
-        .moveTo(x, plotY)
-        .lineTo(x, plotY + plotH)
-        .stroke();
+      if (i % gridEvery === 0) {
+        doc.lineWidth(0.3).strokeColor(COLORS.grid);
+        doc
+          .moveTo(x, plotY)
+          .lineTo(x, plotY + plotH)
+          .stroke();
+      }
       if (i % labelEvery === 0 && x < plotX + plotW - 10) {
         doc.fillColor(COLORS.text).text(text.dayMonth(t), x - 20, plotY + plotH + 3, {
           width: 40,
@@ -241,9 +262,7 @@ export function drawChart(
       }
     });
   } else {
-    const stepUs = (dayCount > 1 ? 6 : 3) * 3_600_000_000;
-    const first = Math.ceil(spec.from / stepUs) * stepUs;
-    for (let t = first; t <= spec.to; t += stepUs) {
+    for (const t of localHourTicks(spec.from, spec.to, text.timezone, dayCount > 1 ? 6 : 3)) {
       const x = xOf(t);
       doc.lineWidth(0.3).strokeColor(COLORS.grid);
       doc

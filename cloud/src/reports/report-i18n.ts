@@ -93,6 +93,19 @@ const EN = {
   minutesShort: 'min',
   valueAxis: 'Value',
   continued: '(continued)',
+  moreExcursions: '{n} shorter excursions not listed ({minutes} min out of range in total).',
+  ackedWord: 'acknowledged',
+  notAckedWord: 'not acknowledged',
+  movedIn: 'moved here from {site} on {date}',
+  movedOut: 'moved to {site} on {date}',
+  methodTitle: 'How the figures are computed',
+  method:
+    "All times are in the site's time zone; days are local days (23 or 25 hours on a daylight-saving change). " +
+    'Readings: measurements received in the period while the device belonged to the site. ' +
+    "Coverage: readings received against readings expected at the channel's usual interval (the median interval between its readings). " +
+    'Time in range: the share of the time judged by an enabled rule (the rule in force at each reading) that lies within the range; ' +
+    'each reading stands for the time until the next one, at most three usual intervals. ' +
+    'An excursion is a run of consecutive readings outside the range; a pause longer than three usual intervals ends it and shows as a gap in the chart.',
 } as const;
 
 export type TextKey = keyof typeof EN;
@@ -185,6 +198,20 @@ const DE: Texts = {
   minutesShort: 'min',
   valueAxis: 'Wert',
   continued: '(Fortsetzung)',
+  moreExcursions:
+    '{n} kürzere Abweichungen nicht aufgeführt (insgesamt {minutes} min außerhalb des Bereichs).',
+  ackedWord: 'quittiert',
+  notAckedWord: 'nicht quittiert',
+  movedIn: 'am {date} von {site} hierher umgezogen',
+  movedOut: 'am {date} nach {site} umgezogen',
+  methodTitle: 'So werden die Werte berechnet',
+  method:
+    'Alle Zeiten in der Zeitzone des Standorts; Tage sind Ortstage (23 oder 25 Stunden bei einer Zeitumstellung). ' +
+    'Messwerte: im Zeitraum empfangene Messungen, solange das Gerät zum Standort gehörte. ' +
+    'Abdeckung: empfangene gegenüber erwarteten Messwerten beim üblichen Intervall des Kanals (dem Median der Abstände seiner Messwerte). ' +
+    'Zeit im Bereich: der Anteil der von einer aktiven Regel (der zum Zeitpunkt jedes Messwerts gültigen) bewerteten Zeit innerhalb des Bereichs; ' +
+    'jeder Messwert steht für die Zeit bis zum nächsten, höchstens drei übliche Intervalle. ' +
+    'Eine Abweichung ist eine Folge aufeinanderfolgender Messwerte außerhalb des Bereichs; eine Pause von mehr als drei üblichen Intervallen beendet sie und erscheint im Diagramm als Lücke.',
 };
 
 const FR: Texts = {
@@ -274,6 +301,19 @@ const FR: Texts = {
   minutesShort: 'min',
   valueAxis: 'Valeur',
   continued: '(suite)',
+  moreExcursions: '{n} écarts plus courts non listés ({minutes} min hors plage au total).',
+  ackedWord: 'acquittée',
+  notAckedWord: 'non acquittée',
+  movedIn: 'déplacé ici depuis {site} le {date}',
+  movedOut: 'déplacé vers {site} le {date}',
+  methodTitle: 'Mode de calcul des valeurs',
+  method:
+    "Toutes les heures sont celles du fuseau horaire du site ; les jours sont des jours locaux (23 ou 25 heures lors d'un changement d'heure). " +
+    "Mesures : mesures reçues pendant la période tant que l'appareil appartenait au site. " +
+    "Couverture : mesures reçues par rapport aux mesures attendues à l'intervalle habituel de la voie (la médiane des intervalles entre ses mesures). " +
+    'Temps dans la plage : la part du temps évalué par une règle active (celle en vigueur à chaque mesure) qui se situe dans la plage ; ' +
+    "chaque mesure vaut pour le temps jusqu'à la suivante, au plus trois intervalles habituels. " +
+    'Un écart est une suite de mesures consécutives hors de la plage ; une pause de plus de trois intervalles habituels y met fin et apparaît comme une interruption de la courbe.',
 };
 
 const TEXTS: Record<ReportLanguage, Texts> = { en: EN, de: DE, fr: FR };
@@ -391,8 +431,9 @@ export class ReportText {
     return /^-0([.,]0*)?$/.test(text) ? text.slice(1) : text;
   }
 
+  /** A share with one decimal, rounded down: 100 % only when nothing is missing or out of range. */
   percent(value: number | null): string {
-    return value === null ? '–' : `${this.number(value, 1)} %`;
+    return value === null ? '–' : `${this.number(Math.floor(value * 10 + 1e-9) / 10, 1)} %`;
   }
 
   /** A local date ("9 Mar 2025", "09.03.2025", "9 mars 2025"). */

@@ -27,7 +27,7 @@ export interface Row {
 }
 
 const CELL_PAD_X = 3;
-const CELL_PAD_Y = 2.5;
+const CELL_PAD_Y = 2;
 const COLORS = { text: '#111111', muted: '#555555', rule: '#999999', header: '#e6e9ef', zebra: '#f6f7f9' };
 
 export class Layout {
@@ -153,11 +153,24 @@ export class Layout {
     const xs: number[] = [];
     widths.reduce((x, w) => (xs.push(x), x + w), this.left);
 
-    doc.fontSize(size);
-    const headerCells = columns.map((c, i) => {
-      doc.font(this.fonts.bold);
-      return this.fit(c.header, widths[i]! - 2 * CELL_PAD_X, 3);
-    });
+    // The header's font shrinks until every word of every header fits its column: words never break.
+    doc.font(this.fonts.bold);
+    let headerSize = size;
+    const wordsFit = (): boolean =>
+      columns.every((c, i) =>
+        c.header
+          .split(/\s+|(?<=-)/)
+          .every((word) => doc.fontSize(headerSize).widthOfString(word) <= widths[i]! - 2 * CELL_PAD_X),
+      );
+    while (headerSize > 5.5 && !wordsFit()) headerSize -= 0.25;
+    columns.forEach((c, i) =>
+      c.header.split(/\s+|(?<=-)/).forEach((w) => {
+        const ww = doc.fontSize(6).widthOfString(w);
+        if (ww > widths[i]! - 6) console.log('word', w, ww.toFixed(1), (widths[i]! - 6).toFixed(1));
+      }),
+    );
+    doc.fontSize(headerSize);
+    const headerCells = columns.map((c, i) => this.fit(c.header, widths[i]! - 2 * CELL_PAD_X, 3));
     const headerHeight =
       Math.max(...headerCells.map((h, i) => doc.heightOfString(h, { width: widths[i]! - 2 * CELL_PAD_X }))) +
       2 * CELL_PAD_Y;
@@ -171,7 +184,7 @@ export class Layout {
         this.y += doc.currentLineHeight(true) + 3;
       }
       doc.rect(this.left, this.y, this.width, headerHeight).fill(COLORS.header);
-      doc.font(this.fonts.bold).fontSize(size).fillColor(COLORS.text);
+      doc.font(this.fonts.bold).fontSize(headerSize).fillColor(COLORS.text);
       headerCells.forEach((h, i) => {
         doc.text(h, xs[i]! + CELL_PAD_X, this.y + CELL_PAD_Y, {
           width: widths[i]! - 2 * CELL_PAD_X,

@@ -31,7 +31,9 @@ const FONT_FILES = {
 const FONTS = { regular: 'DejaVuSans', bold: 'DejaVuSans-Bold' };
 
 const US_PER_MS = 1000;
-const CHART_HEIGHT = 190;
+const CHART_HEIGHT = 175;
+/** Excursions listed per channel; beyond, the shortest are counted in one line. */
+export const MAX_EXCURSION_ROWS = 200;
 
 /** A channel the template reports, with what was computed from its series. */
 interface ChannelReport {
@@ -138,7 +140,14 @@ function withUnit(value: string, unit: string): string {
   return unit ? `${value} ${unit}` : value;
 }
 
-function rulesText(input: ReportInput, text: ReportText, channel: ReportChannel, decimals: number): string {
+/** The rule segments in force in the period, one a line; `compact` dates a change by day and time only. */
+function rulesText(
+  input: ReportInput,
+  text: ReportText,
+  channel: ReportChannel,
+  decimals: number,
+  compact = false,
+): string {
   const segments = segmentsInForce(channel.rules, input.report.from, input.report.to);
   if (segments.length === 0) return text.t('noRule');
   return segments
@@ -148,7 +157,7 @@ function rulesText(input: ReportInput, text: ReportText, channel: ReportChannel,
         : text.t('noRule');
       return i === 0 || s.from <= input.report.from
         ? range
-        : `${text.t('sinceDate', { date: text.dateTime(s.from) })}: ${range}`;
+        : `${text.t('sinceDate', { date: compact ? `${text.dayMonth(s.from)} ${text.time(s.from)}` : text.dateTime(s.from) })}: ${range}`;
     })
     .join('\n');
 }
@@ -196,18 +205,18 @@ function drawCover(layout: Layout, input: ReportInput, text: ReportText, title: 
 
 function drawSummary(layout: Layout, input: ReportInput, text: ReportText, reports: ChannelReport[]): void {
   const columns: Column[] = [
-    { header: text.t('channel'), width: 88, lines: 3 },
-    { header: text.t('unit'), width: 24 },
-    { header: text.t('rules'), width: 62, lines: 4 },
-    { header: text.t('min'), width: 30, align: 'right' },
-    { header: text.t('mean'), width: 30, align: 'right' },
-    { header: text.t('max'), width: 30, align: 'right' },
-    { header: text.t('readings'), width: 38, align: 'right' },
-    { header: text.t('coverage'), width: 38, align: 'right' },
-    { header: text.t('timeInRange'), width: 38, align: 'right' },
-    { header: text.t('excursions'), width: 40, align: 'right' },
-    { header: text.t('alarms'), width: 30, align: 'right' },
-    { header: text.t('notAcknowledged'), width: 38, align: 'right' },
+    { header: text.t('channel'), width: 70, lines: 4 },
+    { header: text.t('unit'), width: 32 },
+    { header: text.t('rules'), width: 53, lines: 6 },
+    { header: text.t('min'), width: 29, align: 'right' },
+    { header: text.t('mean'), width: 37, align: 'right' },
+    { header: text.t('max'), width: 29, align: 'right' },
+    { header: text.t('readings'), width: 43, align: 'right' },
+    { header: text.t('coverage'), width: 44, align: 'right' },
+    { header: text.t('timeInRange'), width: 40, align: 'right' },
+    { header: text.t('excursions'), width: 57, align: 'right' },
+    { header: text.t('alarms'), width: 34, align: 'right' },
+    { header: text.t('notAcknowledged'), width: 44, align: 'right' },
   ];
   const rows: Row[] = reports.map(({ channel, stats, decimals }) => {
     const name =
@@ -219,13 +228,14 @@ function drawSummary(layout: Layout, input: ReportInput, text: ReportText, repor
       cells: [
         name,
         channel.unit,
-        rulesText(input, text, channel, decimals),
+        rulesText(input, text, channel, decimals, true),
         value(stats.min),
         value(stats.mean),
         value(stats.max),
         text.number(stats.readings),
         text.percent(stats.coveragePct),
-        stats.judgedReadings === 0 ? text.t('noRule') : text.percent(stats.timeInRangePct),
+        // Without a rule nothing is judged: the rules column says so.
+        stats.judgedReadings === 0 ? '–' : text.percent(stats.timeInRangePct),
         text.number(stats.excursions.length),
         text.number(stats.alarms),
         text.number(stats.alarmsNotAcknowledged),
@@ -238,6 +248,9 @@ function drawSummary(layout: Layout, input: ReportInput, text: ReportText, repor
     continued: text.t('continued'),
     empty: text.t('none'),
   });
+  layout.space(6);
+  layout.heading(text.t('methodTitle'), 9, 40);
+  layout.paragraph(text.t('method'), { size: 7.5, muted: true });
 }
 
 function chartBands(input: ReportInput, channel: ReportChannel): ChartBand[] {
@@ -273,6 +286,11 @@ function drawChannelPage(
   if (grace) facts.push(`${text.t('grace')} ${text.number(grace.graceMin)} ${text.t('minutesShort')}`);
   if (channel.deviceDeletedAt !== null) {
     facts.push(text.t('deletedMark', { date: text.dateTime(channel.deviceDeletedAt) }));
+  }
+  for (const move of input.moves.filter((m) => m.deviceId === channel.deviceId)) {
+    const date = text.dateTime(move.effectiveAt);
+    if (move.toSiteName === input.site.name) facts.push(text.t('movedIn', { site: move.fromSiteName, date }));
+    else facts.push(text.t('movedOut', { site: move.toSiteName, date }));
   }
   layout.paragraph(facts.join(' · '), { size: 8, muted: true });
   if (stats.readings === 0) layout.paragraph(text.t('noData'), { size: 8 });
@@ -332,6 +350,67 @@ function drawChannelPage(
     continued: text.t('continued'),
     empty: text.t('none'),
   });
+  drawExcursions(layout, input, text, report);
+}
+
+/**
+ * Every excursion of the channel, with the alarm it raised (an alarm event of the channel that started
+ * within it) and whether that alarm was acknowledged. A short excursion within the rule's grace time
+ * raises none.
+ */
+function drawExcursions(layout: Layout, input: ReportInput, text: ReportText, report: ChannelReport): void {
+  const { channel, stats, decimals } = report;
+  const alarms = input.alarms.filter((a) => a.channelId === channel.channelId && a.kind !== 'no_data');
+  const columns: Column[] = [
+    { header: text.t('started'), width: 80, lines: 2 },
+    { header: text.t('ended'), width: 80, lines: 2 },
+    { header: text.t('duration'), width: 60, align: 'right' },
+    { header: text.t('readings'), width: 50, align: 'right' },
+    { header: withUnit(text.t('peak'), channel.unit), width: 55, align: 'right' },
+    { header: text.t('alarmAt'), width: 140, lines: 2 },
+  ];
+  // A flapping sensor can make thousands of excursions: the longest are listed, the rest summed up.
+  const listed =
+    stats.excursions.length <= MAX_EXCURSION_ROWS
+      ? stats.excursions
+      : [...stats.excursions]
+          .sort((a, b) => b.to - b.from - (a.to - a.from) || a.from - b.from)
+          .slice(0, MAX_EXCURSION_ROWS)
+          .sort((a, b) => a.from - b.from);
+  const rows: Row[] = listed.map((e) => {
+    const alarm = alarms.find((a) => a.startedAt >= e.from && a.startedAt < e.to);
+    const state =
+      alarm === undefined
+        ? '–'
+        : alarm.acknowledgedAt === null
+          ? `${text.kindName(alarm.kind)}, ${text.t('notAckedWord')}`
+          : `${text.kindName(alarm.kind)}, ${text.t('ackedWord')}\n${alarm.acknowledgedBy ?? ''}`;
+    return {
+      cells: [
+        text.dateTime(e.from),
+        text.dateTime(e.to),
+        text.duration(e.to - e.from),
+        text.number(e.readings),
+        text.number(e.peak, decimals),
+        state,
+      ],
+    };
+  });
+  layout.table(columns, rows, {
+    size: 7,
+    title: `${text.t('excursions')} – ${channelName(text, channel)}`,
+    continued: text.t('continued'),
+    empty: text.t('none'),
+  });
+  if (listed.length < stats.excursions.length) {
+    const listedSet = new Set(listed);
+    const rest = stats.excursions.filter((e) => !listedSet.has(e));
+    const minutes = rest.reduce((sum, e) => sum + (e.to - e.from), 0) / 60_000_000;
+    layout.paragraph(
+      text.t('moreExcursions', { n: text.number(rest.length), minutes: text.number(Math.round(minutes)) }),
+      { size: 7.5, muted: true },
+    );
+  }
 }
 
 function drawLegend(layout: Layout, text: ReportText): void {
@@ -378,15 +457,15 @@ function drawSections(layout: Layout, input: ReportInput, text: ReportText): voi
 
   layout.table(
     [
-      { header: text.t('channel'), width: 80, lines: 2 },
-      { header: text.t('kind'), width: 44, lines: 2 },
-      { header: text.t('started'), width: 52, lines: 2 },
-      { header: text.t('alarmAt'), width: 52, lines: 2 },
-      { header: text.t('ended'), width: 52, lines: 2 },
-      { header: text.t('peak'), width: 38, align: 'right' },
-      { header: text.t('duration'), width: 44, align: 'right', lines: 2 },
-      { header: text.t('silenced'), width: 34 },
-      { header: text.t('acknowledged'), width: 90, lines: 3 },
+      { header: text.t('channel'), width: 74, lines: 2 },
+      { header: text.t('kind'), width: 44, lines: 3 },
+      { header: text.t('started'), width: 54, lines: 2 },
+      { header: text.t('alarmAt'), width: 54, lines: 2 },
+      { header: text.t('ended'), width: 54, lines: 2 },
+      { header: text.t('peak'), width: 50, align: 'right' },
+      { header: text.t('duration'), width: 46, align: 'right', lines: 2 },
+      { header: text.t('silenced'), width: 40 },
+      { header: text.t('acknowledged'), width: 92, lines: 3 },
     ],
     input.alarms.map((a) => {
       const c = byId.get(a.channelId);
