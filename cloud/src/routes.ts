@@ -1,4 +1,5 @@
 import { accountRoutes } from './accounts/accounts.routes.ts';
+import { auditRoutes } from './audit/audit.routes.ts';
 import { authRoutes } from './auth/auth.routes.ts';
 import { bridgeRoutes } from './bridges/bridges.routes.ts';
 import { deviceRoutes } from './devices/devices.routes.ts';
@@ -32,6 +33,7 @@ export function allRoutes(s: Services): RouteDef[] {
     ...authRoutes(s),
     ...tokenRoutes(s),
     ...accountRoutes(s),
+    ...auditRoutes(s),
     ...siteRoutes(s),
     ...deviceRoutes(s),
     ...deviceMoveRoutes(s),

@@ -129,6 +129,19 @@ export interface Tables {
     actor: string;
     target: string;
     details: string;
+    /** The entry's place in its account's hash chain, from 1; NULL for entries older than the chain. */
+    seq: number | null;
+    /** The hash of the account's previous entry; NULL for the chain's first entry. */
+    prev_hash: string | null;
+    /** Lower-case hex SHA-256 of the entry (cloud/src/audit/audit-chain.ts). */
+    hash: string | null;
+  };
+  /** Each account's last audit chain link; appends lock this row. */
+  audit_chain_heads: {
+    account_id: string;
+    seq: number;
+    entry_id: string | null;
+    hash: string | null;
   };
   idempotency_keys: {
     scope: string;

@@ -75,6 +75,13 @@ const PROBES: Record<string, RouteProbe> = {
     call: ({ t }, auth) => t.http.get('/v1/accounts/me/audit', auth),
     asOutsider: ownOnly(200),
   },
+  'GET /v1/audit/verify': {
+    call: ({ t }, auth) => t.http.get('/v1/audit/verify', auth),
+    asOutsider: (answer, w) => {
+      ownOnly(200)(answer, w);
+      expect(answer.json.ok).toBe(true);
+    },
+  },
   'GET /v1/sites': { call: ({ t }, auth) => t.http.get('/v1/sites', auth), asOutsider: ownOnly(200) },
   'POST /v1/sites': {
     call: ({ t }, auth) => t.http.post('/v1/sites', { name: 'B site', vertical: 'generic' }, auth),

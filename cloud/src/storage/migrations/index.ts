@@ -6,6 +6,7 @@ import { bridges } from './0004_bridges.ts';
 import { ingestJournal } from './0005_ingest_journal.ts';
 import { measurementGroups } from './0006_measurement_groups.ts';
 import { journalUncompressed } from './0007_journal_uncompressed.ts';
+import { auditChain } from './0009_audit_chain.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
@@ -31,4 +32,5 @@ export const MIGRATIONS: readonly Migration[] = [
   ingestJournal,
   measurementGroups,
   journalUncompressed,
+  auditChain,
 ];
