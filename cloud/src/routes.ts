@@ -10,6 +10,7 @@ import { openApiDocument } from './http/openapi.ts';
 import type { RouteDef } from './http/route-table.ts';
 import { ingestRoutes } from './ingest/ingest.routes.ts';
 import { measurementRoutes } from './measurements/measurements.routes.ts';
+import { reportRoutes } from './reports/reports.routes.ts';
 import { ruleRoutes } from './rules/rules.routes.ts';
 import { sensorRoutes } from './sensors/sensors.routes.ts';
 import type { Services } from './services.ts';
@@ -45,6 +46,7 @@ export function allRoutes(s: Services): RouteDef[] {
     ...bridgeRoutes(s),
     ...measurementRoutes(s),
     ...exportRoutes(s),
+    ...reportRoutes(s),
   ];
   return routes;
 }

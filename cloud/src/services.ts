@@ -31,6 +31,10 @@ import { Mailer } from './mail/mailer.ts';
 import { AlarmMailAndWebhooks } from './notify/alarm-notifier.ts';
 import { MqttBridge } from './mqtt/mqtt-bridge.ts';
 import { BridgePki } from './pki/pki.ts';
+import { ReportDataRepository } from './reports/report-data.ts';
+import { renderReport } from './reports/report-pdf.ts';
+import { ReportsRepository } from './reports/reports.repository.ts';
+import { ReportsService } from './reports/reports.service.ts';
 import { RetentionJob } from './retention/retention.ts';
 import { RuleEngine } from './rules/rule-engine.ts';
 import { RulesRepository } from './rules/rules.repository.ts';
@@ -88,6 +92,7 @@ export interface Services {
   measurements: MeasurementsService;
   retention: RetentionJob;
   accountExport: AccountExport;
+  reports: ReportsService;
 }
 
 /** The ingest hot path uses each database's own driver directly (the one dialect branch of ingest). */
@@ -241,6 +246,7 @@ export function buildServices(deps: {
     measurements,
     deviceMoves,
   });
+  const reports = buildReports({ db, clock, log, jobs, sites, audit, webhooks, deviceMoves });
   // After commit, ingest hands over what it wrote: the engine evaluates soon (the marker it reads
   // was written in the same transaction), and device flips become device.online/offline webhooks.
   ingest.onAccepted(() => rules.kick());
@@ -265,6 +271,7 @@ export function buildServices(deps: {
     measurements,
     retention,
     accountExport,
+    reports,
     config,
     clock,
     log,
@@ -287,4 +294,34 @@ export function buildServices(deps: {
     sensorsRepository,
     sensors,
   };
+}
+
+/** The report service and its job (`reports/`). */
+function buildReports(deps: {
+  db: Db;
+  clock: Clock;
+  log: Logger;
+  jobs: JobQueue;
+  sites: SitesRepository;
+  audit: AuditRepository;
+  webhooks: WebhooksService;
+  deviceMoves: DeviceMoves;
+}): ReportsService {
+  const { deviceMoves } = deps;
+  const data = new ReportDataRepository();
+  const moves = new DeviceMovesRepository();
+  const reports = new ReportsService({
+    ...deps,
+    log: deps.log.child({ module: 'reports' }),
+    reports: new ReportsRepository(),
+    data: {
+      data,
+      placements: (db, devices) => deviceMoves.placements(db, devices),
+      movesOf: (db, ids) => moves.forDevices(db, ids),
+      auditChainHead: (db, accountId) => deps.audit.chainHead(db, accountId),
+    },
+    render: renderReport,
+  });
+  reports.register();
+  return reports;
 }

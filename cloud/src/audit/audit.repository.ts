@@ -26,7 +26,8 @@ export type AuditKind =
   | 'bridge.revoked'
   | 'webhook.created'
   | 'webhook.deleted'
-  | 'sessions.revoked';
+  | 'sessions.revoked'
+  | 'report.created';
 
 export interface AuditEntryInput {
   accountId: string;

@@ -276,4 +276,24 @@ export interface Tables {
     error: string | null;
     duration_ms: number;
   };
+  /** Reports (migration 0008): `state` queued → running → ready | failed. */
+  reports: {
+    id: string;
+    account_id: string;
+    site_id: string;
+    template: string;
+    language: string;
+    period_from: number;
+    period_to: number;
+    state: 'queued' | 'running' | 'ready' | 'failed';
+    error: string | null;
+    created_at: number;
+    ready_at: number | null;
+    size_bytes: number | null;
+    /** Lower-case hex SHA-256 of the PDF. */
+    sha256: string | null;
+    created_by: string;
+  };
+  /** A ready report's PDF, kept in the database (docs/operations.md, "Reports"). */
+  report_files: { report_id: string; content: Uint8Array };
 }

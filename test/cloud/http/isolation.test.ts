@@ -24,6 +24,8 @@ interface World {
     webhookId: string;
     /** A's MQTT bridge. */
     bridgeId: string;
+    /** A's report. */
+    reportId: string;
   };
   b: SignedIn;
 }
@@ -243,6 +245,37 @@ const PROBES: Record<string, RouteProbe> = {
     call: ({ t, a }, auth) => t.http.get(`/v1/webhooks/${a.webhookId}/deliveries`, auth),
     asOutsider: notFound('webhook_not_found'),
   },
+  'POST /v1/reports': {
+    call: ({ t, a }, auth) =>
+      t.http.post(
+        '/v1/reports',
+        {
+          site_id: a.siteId,
+          template: 'haccp_monthly',
+          language: 'en',
+          period: { from: '2026-01-01T00:00:00Z', to: '2026-02-01T00:00:00Z' },
+        },
+        auth,
+      ),
+    asOutsider: notFound('site_not_found'),
+  },
+  'GET /v1/reports': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/reports?site_id=${a.siteId}`, auth),
+    asOutsider: async (answer, w) => {
+      notFound('site_not_found')(answer);
+      const own = await w.t.http.get('/v1/reports', { token: w.b.token });
+      ownOnly(200)(own, w);
+      expect(own.json.data).toEqual([]);
+    },
+  },
+  'GET /v1/reports/:report_id': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/reports/${a.reportId}`, auth),
+    asOutsider: notFound('report_not_found'),
+  },
+  'GET /v1/reports/:report_id/file': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/reports/${a.reportId}/file`, auth),
+    asOutsider: notFound('report_not_found'),
+  },
 };
 
 /** An alarm event and a webhook of A, written as the engine and registration would (no network needed). */
@@ -301,6 +334,7 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
       sites: (await get('/v1/sites')).data.length,
       devices: (await get('/v1/devices?account_id=me')).data.length,
       bridges: (await get('/v1/bridges')).data.map((r: { id: string }) => r.id),
+      reports: (await get('/v1/reports')).data.map((r: { id: string }) => r.id),
     };
   }
 
@@ -322,6 +356,16 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
       { site_id: siteId, name: 'a broker' },
       { token: a.token },
     );
+    const report = await t.http.post(
+      '/v1/reports',
+      {
+        site_id: siteId,
+        template: 'haccp_monthly',
+        language: 'en',
+        period: { from: '2026-01-01T00:00:00Z', to: '2026-02-01T00:00:00Z' },
+      },
+      { token: a.token },
+    );
     w = {
       t,
       a: {
@@ -336,6 +380,7 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
         silenceId: silence.json.id,
         webhookId,
         bridgeId: bridge.json.id,
+        reportId: report.json.id,
       },
       b: await signUp(t, 'b@example.com'),
     };

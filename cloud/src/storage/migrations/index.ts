@@ -6,6 +6,7 @@ import { bridges } from './0004_bridges.ts';
 import { ingestJournal } from './0005_ingest_journal.ts';
 import { measurementGroups } from './0006_measurement_groups.ts';
 import { journalUncompressed } from './0007_journal_uncompressed.ts';
+import { reports } from './0008_reports.ts';
 import { auditChain } from './0009_audit_chain.ts';
 
 /**
@@ -32,5 +33,6 @@ export const MIGRATIONS: readonly Migration[] = [
   ingestJournal,
   measurementGroups,
   journalUncompressed,
+  reports,
   auditChain,
 ];
