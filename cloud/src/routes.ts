@@ -11,6 +11,7 @@ import type { RouteDef } from './http/route-table.ts';
 import { ingestRoutes } from './ingest/ingest.routes.ts';
 import { measurementRoutes } from './measurements/measurements.routes.ts';
 import { reportRoutes } from './reports/reports.routes.ts';
+import { reportScheduleRoutes } from './report-schedules/report-schedules.routes.ts';
 import { ruleRoutes } from './rules/rules.routes.ts';
 import { sensorRoutes } from './sensors/sensors.routes.ts';
 import type { Services } from './services.ts';
@@ -47,6 +48,7 @@ export function allRoutes(s: Services): RouteDef[] {
     ...measurementRoutes(s),
     ...exportRoutes(s),
     ...reportRoutes(s),
+    ...reportScheduleRoutes(s),
   ];
   return routes;
 }

@@ -27,7 +27,9 @@ export type AuditKind =
   | 'webhook.created'
   | 'webhook.deleted'
   | 'sessions.revoked'
-  | 'report.created';
+  | 'report.created'
+  | 'report_schedule.created'
+  | 'report_schedule.deleted';
 
 export interface AuditEntryInput {
   accountId: string;
