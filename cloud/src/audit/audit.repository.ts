@@ -63,10 +63,12 @@ export class AuditRepository {
    * next link of the account's hash chain (audit-chain.ts). The upsert on the account's chain head
    * takes that row's lock until the caller's transaction ends, so concurrent appends of one account
    * (on PostgreSQL) chain one after the other; it answers the new `seq` and the previous entry's hash
-   * (the head's hash column is still the previous one's). Called outside a transaction, it opens one.
+   * (the head's hash column is still the previous one's). It must run inside a transaction (a
+   * Kysely transaction, or `lockedTransaction`'s handle): its three statements are one append.
+   * Being the transaction's last write keeps lock orders simple: a transaction that holds the chain
+   * head never waits for a row another transaction of the account holds while waiting for the head.
    */
   async record(db: Db, entry: AuditEntryInput): Promise<void> {
-    if (!db.isTransaction) return db.transaction().execute((trx) => this.record(trx, entry));
     const head = await db
       .insertInto('audit_chain_heads')
       .values({ account_id: entry.accountId, seq: 1, entry_id: null, hash: null })
