@@ -1,11 +1,13 @@
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { ManualClock } from '../../../cloud/src/clock.ts';
 import type { SentMail } from '../../../cloud/src/mail/mailer.ts';
 import { ReportSchedulesRepository } from '../../../cloud/src/report-schedules/report-schedules.repository.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
-import { DATABASES } from '../../helpers/databases.ts';
+import { DATABASES, tempDir } from '../../helpers/databases.ts';
 import { auditOf, createDevice, createSite } from '../../helpers/fixtures.ts';
 import { at, ingestHttp, READ_ENV } from '../measurements/reads-helpers.ts';
 
@@ -167,6 +169,19 @@ describe.each(DATABASES)('report schedules on %s', (db) => {
       expect(attachment!.filename).toMatch(/^haccp_monthly-cold-store-1-2026-03\.pdf$/);
       expect(sha256(attachment!.content)).toBe(made[0].sha256);
     }
+    // The PDF prints the audit chain's head as it was when the report was made: the report.created
+    // entry, the newest one, which the chain verification names too.
+    const verified = await t.http.get('/v1/audit/verify', { token: user.token });
+    expect(verified.json).toMatchObject({
+      ok: true,
+      head: { hash: expect.stringMatching(/^[0-9a-f]{64}$/) },
+    });
+    const pdfFile = path.join(tempDir('sm-schedule-'), 'report.pdf');
+    fs.writeFileSync(pdfFile, pdf);
+    const printed = execFileSync('pdftotext', [pdfFile, '-']).toString('utf8').replace(/\s+/g, '');
+    expect(printed).toContain(verified.json.head.hash);
+    expect(printed).toContain(verified.json.head.id);
+
     // The report names the schedule as its creator.
     expect(await auditOf(t, user.token, 'report.created')).toMatchObject([
       { target: made[0].id, by: created.json.id },
