@@ -97,6 +97,10 @@ describe.each(DATABASES)('reports on %s', (db) => {
       Array.from({ length: 30 }, (_, i) => ({ ts: at('2026-03-10T08:00:00Z') + i * MINUTE, value: 3 + (i % 3) })),
     );
 
+    // The runner is stopped so the report stays queued until the test drains it; a halted queue
+    // runs one job per drain().
+    const { jobs } = t.cloud.services;
+    await jobs.stop();
     const created = await create({ site_id: site.id, template: 'haccp_monthly', language: 'en', period: MARCH });
     expect(created.status).toBe(202);
     expect(created.json).toEqual({
@@ -117,7 +121,7 @@ describe.each(DATABASES)('reports on %s', (db) => {
     const early = await t.http.get(`/v1/reports/${id}/file`, { token: user.token });
     expect([early.status, early.json.error.code]).toEqual([409, 'report_not_ready']);
 
-    await t.cloud.services.jobs.drain();
+    await jobs.drain();
     const ready = (await t.http.get(`/v1/reports/${id}`, { token: user.token })).json;
     expect(ready).toMatchObject({ id, state: 'ready', error: null, ready_at: '2026-04-02T09:00:00Z' });
     expect(ready.sha256).toMatch(/^[0-9a-f]{64}$/);
@@ -143,7 +147,7 @@ describe.each(DATABASES)('reports on %s', (db) => {
     expect(Buffer.from(stored.content).equals(bytes)).toBe(true);
 
     // report.ready reached the receiver with the report object.
-    await t.cloud.services.jobs.drain();
+    await jobs.drain();
     const delivered = r.received.map((m) => JSON.parse(m.body) as { type: string; data: { id: string } });
     expect(delivered.map((m) => [m.type, m.data.id])).toEqual([['report.ready', id]]);
     expect(delivered[0]!.data).toEqual(ready);
