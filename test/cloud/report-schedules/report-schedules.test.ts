@@ -9,6 +9,7 @@ import { ReportSchedulesRepository } from '../../../cloud/src/report-schedules/r
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES, tempDir } from '../../helpers/databases.ts';
 import { auditOf, createDevice, createSite } from '../../helpers/fixtures.ts';
+import { startSmtpServer } from '../../helpers/smtp.ts';
 import { at, ingestHttp, READ_ENV } from '../measurements/reads-helpers.ts';
 
 /** Tuesday 10 March 2026, noon UTC. */
@@ -19,7 +20,8 @@ const RECIPIENTS = ['qa@example.com', 'inspector@example.org'];
 const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 /** The attachments of an `.eml` file the outbox holds: MIME parts with a file name, base64-decoded. */
-function attachmentsOf(eml: string): { filename: string; contentType: string; content: Buffer }[] {
+function attachmentsOf(message: string): { filename: string; contentType: string; content: Buffer }[] {
+  const eml = message.replace(/\r\n/g, '\n');
   const boundary = /boundary="?([^"\n;]+)"?/.exec(eml)?.[1];
   if (!boundary) return [];
   return eml
@@ -43,15 +45,18 @@ describe.each(DATABASES)('report schedules on %s', (db) => {
   let replica: TestCloud | null = null;
   let user: SignedIn;
   let clock: ManualClock;
+  let closeSmtp: (() => Promise<void>) | null = null;
   afterEach(async () => {
+    await closeSmtp?.();
+    closeSmtp = null;
     await replica?.stop();
     replica = null;
     await t?.stop();
   });
 
-  async function start(now = NOW): Promise<void> {
+  async function start(now = NOW, env: Record<string, string> = {}): Promise<void> {
     clock = new ManualClock(now);
-    t = await startTestCloud({ db, clock, env: READ_ENV });
+    t = await startTestCloud({ db, clock, env: { ...READ_ENV, ...env } });
     user = await signUp(t, 'owner@example.com');
   }
 
@@ -196,8 +201,10 @@ describe.each(DATABASES)('report schedules on %s', (db) => {
     expect(mails.flat()).toHaveLength(RECIPIENTS.length);
   });
 
-  it('makes the past ISO week’s report (Monday to Monday, local) and catches up a missed period', async () => {
-    await start(at('2026-03-04T15:00:00Z')); // a Wednesday
+  it('makes the past ISO week’s report (Monday to Monday, local), catches up a missed period, and mails through SMTP', async () => {
+    const smtp = await startSmtpServer();
+    closeSmtp = smtp.close;
+    await start(at('2026-03-04T15:00:00Z'), { SMTP_URL: smtp.url }); // a Wednesday
     const site = await createSite(t, user.token, { name: 'Pharmacy', timezone: 'America/New_York' });
     const created = await schedule({
       site_id: site.id,
@@ -217,6 +224,7 @@ describe.each(DATABASES)('report schedules on %s', (db) => {
     const made = (await t.http.get('/v1/reports', { token: user.token })).json.data as {
       period: { from: string; to: string };
       state: string;
+      sha256: string;
     }[];
     expect(made.map((r) => r.period).sort((a, b) => a.from.localeCompare(b.from))).toEqual([
       { from: '2026-03-02T05:00:00Z', to: '2026-03-09T04:00:00Z' },
@@ -227,9 +235,16 @@ describe.each(DATABASES)('report schedules on %s', (db) => {
       'Report: Pharmacy, 2026-W10',
       'Report: Pharmacy, 2026-W11',
     ]);
+    // The SMTP server received both, each with its report's PDF.
+    const attached = smtp.received
+      .filter((raw) => raw.includes('Subject: Report: Pharmacy'))
+      .flatMap((raw) => attachmentsOf(raw))
+      .map((a) => sha256(a.content))
+      .sort();
+    expect(attached).toEqual(made.map((r) => r.sha256).sort());
   });
 
-  it('mails nothing for a schedule deleted before its run, and lists, reads and deletes schedules', async () => {
+  it('mails nothing for a schedule deleted before its run or whose site is gone, and lists, reads and deletes schedules', async () => {
     await start();
     const site = await createSite(t, user.token);
     const body = {
@@ -257,11 +272,27 @@ describe.each(DATABASES)('report schedules on %s', (db) => {
     ).toBe('report_schedule_not_found');
     expect(await auditOf(t, user.token, 'report_schedule.deleted')).toMatchObject([{ target: first.id }]);
     await t.http.delete(`/v1/report-schedules/${second.id}`, { token: user.token });
+    // A schedule whose site is deleted makes no report: its run records why.
+    const gone = await createSite(t, user.token, { name: 'Closed kitchen' });
+    const orphan = (await schedule({ ...body, site_id: gone.id })).json;
+    expect((await t.http.delete(`/v1/sites/${gone.id}`, { token: user.token })).status).toBe(204);
     const sent = collectMail(t);
     clock.set(at('2026-04-02T00:00:00Z'));
     await runScheduler([t]);
     expect((await t.http.get('/v1/reports', { token: user.token })).json.data).toEqual([]);
     expect(sent).toEqual([]);
+    const runs = await t.cloud.services.db
+      .selectFrom('report_schedule_runs')
+      .select(['schedule_id', 'report_id', 'error', 'mailed_at'])
+      .execute();
+    expect(runs).toEqual([
+      {
+        schedule_id: orphan.id,
+        report_id: null,
+        error: expect.stringMatching(/^site_not_found/),
+        mailed_at: null,
+      },
+    ]);
   });
 
   it('answers every error of the schedules API with its status and code', async () => {
