@@ -203,7 +203,7 @@ describe.each(DATABASES)('report schedules on %s', (db) => {
 
   it('makes the past ISO week’s report (Monday to Monday, local), catches up a missed period, and mails through SMTP', async () => {
     const smtp = await startSmtpServer();
-    closeSmtp = smtp.close;
+    closeSmtp = () => smtp.close();
     await start(at('2026-03-04T15:00:00Z'), { SMTP_URL: smtp.url }); // a Wednesday
     const site = await createSite(t, user.token, { name: 'Pharmacy', timezone: 'America/New_York' });
     const created = await schedule({
