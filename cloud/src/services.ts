@@ -35,6 +35,8 @@ import { ReportDataRepository } from './reports/report-data.ts';
 import { renderReport } from './reports/report-pdf.ts';
 import { ReportsRepository } from './reports/reports.repository.ts';
 import { ReportsService } from './reports/reports.service.ts';
+import { buildReportSchedules } from './report-schedules/build.ts';
+import type { ReportSchedules } from './report-schedules/report-schedules.service.ts';
 import { RetentionJob } from './retention/retention.ts';
 import { RuleEngine } from './rules/rule-engine.ts';
 import { RulesRepository } from './rules/rules.repository.ts';
@@ -93,6 +95,7 @@ export interface Services {
   retention: RetentionJob;
   accountExport: AccountExport;
   reports: ReportsService;
+  reportSchedules: ReportSchedules;
 }
 
 /** The ingest hot path uses each database's own driver directly (the one dialect branch of ingest). */
@@ -247,6 +250,17 @@ export function buildServices(deps: {
     deviceMoves,
   });
   const reports = buildReports({ db, clock, log, jobs, sites, audit, webhooks, deviceMoves });
+  const reportSchedules = buildReportSchedules({
+    database,
+    db,
+    clock,
+    log,
+    jobs,
+    mailer,
+    audit,
+    sites,
+    reports,
+  });
   // After commit, ingest hands over what it wrote: the engine evaluates soon (the marker it reads
   // was written in the same transaction), and device flips become device.online/offline webhooks.
   ingest.onAccepted(() => rules.kick());
@@ -272,6 +286,7 @@ export function buildServices(deps: {
     retention,
     accountExport,
     reports,
+    reportSchedules,
     config,
     clock,
     log,
@@ -318,13 +333,7 @@ function buildReports(deps: {
       data,
       placements: (db, devices) => deviceMoves.placements(db, devices),
       movesOf: (db, ids) => moves.forDevices(db, ids),
-      // TODO(lead): use AuditRepository.chainHead (the audit hash chain) once it is merged; until
-      // then the head is the count of the account's entries, without a hash.
-      auditChainHead: async (db, accountId) => ({
-        entryId: null,
-        hash: null,
-        entries: await data.auditEntryCount(db, accountId),
-      }),
+      auditChainHead: (db, accountId) => deps.audit.chainHead(db, accountId),
     },
     render: renderReport,
   });

@@ -26,6 +26,8 @@ interface World {
     bridgeId: string;
     /** A's report. */
     reportId: string;
+    /** A's report schedule. */
+    scheduleId: string;
   };
   b: SignedIn;
 }
@@ -76,6 +78,13 @@ const PROBES: Record<string, RouteProbe> = {
   'GET /v1/accounts/me/audit': {
     call: ({ t }, auth) => t.http.get('/v1/accounts/me/audit', auth),
     asOutsider: ownOnly(200),
+  },
+  'GET /v1/audit/verify': {
+    call: ({ t }, auth) => t.http.get('/v1/audit/verify', auth),
+    asOutsider: (answer, w) => {
+      ownOnly(200)(answer, w);
+      expect(answer.json.ok).toBe(true);
+    },
   },
   'GET /v1/sites': { call: ({ t }, auth) => t.http.get('/v1/sites', auth), asOutsider: ownOnly(200) },
   'POST /v1/sites': {
@@ -269,6 +278,37 @@ const PROBES: Record<string, RouteProbe> = {
     call: ({ t, a }, auth) => t.http.get(`/v1/reports/${a.reportId}/file`, auth),
     asOutsider: notFound('report_not_found'),
   },
+  'POST /v1/report-schedules': {
+    call: ({ t, a }, auth) =>
+      t.http.post(
+        '/v1/report-schedules',
+        {
+          site_id: a.siteId,
+          template: 'haccp_monthly',
+          language: 'en',
+          every: 'month',
+          recipients: ['b@example.com'],
+        },
+        auth,
+      ),
+    asOutsider: notFound('site_not_found'),
+  },
+  'GET /v1/report-schedules': {
+    call: ({ t }, auth) => t.http.get('/v1/report-schedules', auth),
+    asOutsider: (answer, w) => {
+      ownOnly(200)(answer, w);
+      expect(answer.text).not.toContain(w.a.scheduleId);
+      expect(answer.json.data).toEqual([]);
+    },
+  },
+  'GET /v1/report-schedules/:schedule_id': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/report-schedules/${a.scheduleId}`, auth),
+    asOutsider: notFound('report_schedule_not_found'),
+  },
+  'DELETE /v1/report-schedules/:schedule_id': {
+    call: ({ t, a }, auth) => t.http.delete(`/v1/report-schedules/${a.scheduleId}`, auth),
+    asOutsider: notFound('report_schedule_not_found'),
+  },
 };
 
 /** An alarm event and a webhook of A, written as the engine and registration would (no network needed). */
@@ -328,6 +368,7 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
       devices: (await get('/v1/devices?account_id=me')).data.length,
       bridges: (await get('/v1/bridges')).data.map((r: { id: string }) => r.id),
       reports: (await get('/v1/reports')).data.map((r: { id: string }) => r.id),
+      reportSchedules: (await get('/v1/report-schedules')).data,
     };
   }
 
@@ -359,6 +400,11 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
       },
       { token: a.token },
     );
+    const schedule = await t.http.post(
+      '/v1/report-schedules',
+      { site_id: siteId, template: 'haccp_monthly', language: 'en', every: 'week', recipients: [a.email] },
+      { token: a.token },
+    );
     w = {
       t,
       a: {
@@ -374,6 +420,7 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
         webhookId,
         bridgeId: bridge.json.id,
         reportId: report.json.id,
+        scheduleId: schedule.json.id,
       },
       b: await signUp(t, 'b@example.com'),
     };
