@@ -200,19 +200,6 @@ export class ReportDataRepository {
   }
 
   /**
-   * The AUDIT CHAIN HEAD stand-in: the number of the account's audit entries. The hash chain
-   * (`AuditRepository.chainHead`) replaces it.
-   */
-  async auditEntryCount(db: Db, accountId: string): Promise<number> {
-    const row = await db
-      .selectFrom('audit_log')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .where('account_id', '=', accountId)
-      .executeTakeFirstOrThrow();
-    return Number(row.n);
-  }
-
-  /**
    * The rows of one measurement group with `from <= ts < to`, ordered by time. A group's rows are
    * stored in time order (storage/layout.ts), so this is one range scan of the primary key; reading
    * each channel on its own would scan the group's range once per channel.

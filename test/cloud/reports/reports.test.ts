@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { ManualClock } from '../../../cloud/src/clock.ts';
+import { REPORT_JOB } from '../../../cloud/src/reports/reports.service.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES, tempDir } from '../../helpers/databases.ts';
 import { auditOf, createDevice, createSite } from '../../helpers/fixtures.ts';
@@ -292,5 +293,60 @@ describe.each(DATABASES)('reports on %s', (db) => {
     // the next minute is a new window
     clock.set(at('2026-04-02T09:01:00Z'));
     expect((await create(body)).status).toBe(202);
+  });
+
+  it('retries a report whose making fails, then marks it failed with the reason in error', async () => {
+    const clock = await start();
+    const { db, jobs } = t.cloud.services;
+    // A report whose site the job cannot find for its account (written behind the API's back:
+    // the API never accepts one), so every attempt fails.
+    const other = await signUp(t, 'elsewhere@example.com');
+    const foreignSite = await createSite(t, other.token);
+    await jobs.stop();
+    const id = 'rpt_broken';
+    await db
+      .insertInto('reports')
+      .values({
+        id,
+        account_id: user.accountId,
+        site_id: foreignSite.id,
+        template: 'haccp_monthly',
+        language: 'en',
+        period_from: at('2026-03-01T00:00:00Z'),
+        period_to: at('2026-04-01T00:00:00Z'),
+        state: 'queued',
+        error: null,
+        created_at: NOW,
+        ready_at: null,
+        size_bytes: null,
+        sha256: null,
+        created_by: user.userId,
+      })
+      .execute();
+    await jobs.enqueue(db, REPORT_JOB, { report_id: id }, NOW);
+    const state = async () => (await t.http.get(`/v1/reports/${id}`, { token: user.token })).json;
+
+    await jobs.drain();
+    expect(await state()).toMatchObject({
+      state: 'queued',
+      error: expect.stringMatching(/^attempt 1 failed/),
+    });
+    clock.advanceMs(5_000);
+    await jobs.drain();
+    expect(await state()).toMatchObject({
+      state: 'queued',
+      error: expect.stringMatching(/^attempt 2 failed/),
+    });
+    clock.advanceMs(10_000);
+    await jobs.drain();
+    const failed = await state();
+    expect(failed).toMatchObject({ state: 'failed', ready_at: null, size_bytes: null, sha256: null });
+    expect(failed.error).toMatch(/^the report could not be made: .*site/);
+    const file = await t.http.get(`/v1/reports/${id}/file`, { token: user.token });
+    expect([file.status, file.json.error.code]).toEqual([409, 'report_not_ready']);
+    // nothing more is tried
+    clock.advanceMs(3_600_000);
+    await jobs.drain();
+    expect((await state()).state).toBe('failed');
   });
 });
