@@ -81,7 +81,11 @@ function triplets(rows: MeasurementRow[]): Float64Array {
 }
 
 /** Writes points as ingest does (raw rows, then rollups of the rows written), in big transactions. */
-export async function load(database: Database, points: Iterable<MeasurementRow>, batch = 20_000): Promise<void> {
+export async function load(
+  database: Database,
+  points: Iterable<MeasurementRow>,
+  batch = 20_000,
+): Promise<void> {
   const store = storeFor(database);
   let rows: MeasurementRow[] = [];
   const flush = async () => {
@@ -102,7 +106,11 @@ export async function load(database: Database, points: Iterable<MeasurementRow>,
 }
 
 /** `count` one-minute points from YEAR_START on each channel, minute by minute across them. */
-export function* everyMinute(seqs: number[], count: number, value: (i: number) => number): Iterable<MeasurementRow> {
+export function* everyMinute(
+  seqs: number[],
+  count: number,
+  value: (i: number) => number,
+): Iterable<MeasurementRow> {
   for (let i = 0; i < count; i++)
     for (const sensorSeq of seqs) yield { sensorSeq, ts: YEAR_START + i * MINUTE, value: value(i) };
 }

@@ -13,11 +13,7 @@ import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
 import type { WebhooksService } from '../webhooks/webhooks.service.ts';
 import { gatherReportInput, type ReportDataDeps } from './report-data.ts';
-import {
-  REPORT_LANGUAGES,
-  REPORT_TEMPLATES,
-  type ReportInput,
-} from './report-input.ts';
+import { REPORT_LANGUAGES, REPORT_TEMPLATES, type ReportInput } from './report-input.ts';
 import type { ReportRow, ReportsRepository } from './reports.repository.ts';
 
 export const REPORT_JOB = 'report.render';
@@ -199,10 +195,13 @@ export class ReportsService {
     const report = await this.get(accountId, id);
     const content = report.state === 'ready' ? await reports.file(db, id) : undefined;
     if (!content) {
-      throw new Conflict(
-        'report_not_ready',
-        `the report is ${report.state}${report.state === 'failed' ? '' : '; poll it until its state is ready'}`,
-      );
+      const why =
+        report.state === 'ready'
+          ? "the report's file was removed from the database"
+          : report.state === 'failed'
+            ? `the report failed: ${report.error ?? 'no reason recorded'}`
+            : `the report is ${report.state}; poll it until its state is ready`;
+      throw new Conflict('report_not_ready', why);
     }
     const site = await data.data.site(db, accountId, report.site_id);
     return {

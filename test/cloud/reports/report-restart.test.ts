@@ -107,14 +107,18 @@ describe('a report job across a SIGKILL', () => {
     const second = new HttpClient(proc.url);
     const stuck = await second.get(`/v1/reports/${id}`, { token: user.token });
     expect(stuck.json.state).toBe('running');
+    let last: unknown = null;
     const ready = await eventually(
       async () => {
         const r = await second.get(`/v1/reports/${id}`, { token: user.token });
+        last = r.json;
         return r.json.state === 'ready' ? r.json : null;
       },
       'the report to be ready after the restart',
-      60_000,
-    );
+      90_000,
+    ).catch((err: unknown) => {
+      throw new Error(`${String(err)}; last seen: ${JSON.stringify(last)}\n${proc?.stderr()}`);
+    });
     const file = await fetch(`${proc.url}/v1/reports/${id}/file`, {
       headers: { authorization: `Bearer ${user.token}` },
     });
@@ -124,5 +128,5 @@ describe('a report job across a SIGKILL', () => {
     expect(bytes.subarray(0, 5).toString('latin1')).toBe('%PDF-');
     proc.child.kill('SIGTERM');
     expect(await proc.exited).toBe(0);
-  }, 120_000);
+  }, 180_000);
 });
