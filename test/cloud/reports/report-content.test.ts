@@ -41,7 +41,7 @@ describe.each(DATABASES)('report content on %s', (db) => {
   const linesWith = (text: string, ...parts: string[]) =>
     text.split('\n').filter((line) => parts.every((p) => line.includes(p)));
 
-  it('prints the readings, the alarm with its note, the threshold change, the silence and the move', async () => {
+  it('prints the readings, the alarm with its note, the threshold change, the silence, the move and a deleted device', async () => {
     const clock = new ManualClock(at('2026-03-10T12:00:00Z'));
     t = await startTestCloud({ db, clock, env: { ...READ_ENV, RATE_LIMIT_REPORT_PER_MIN: '100' } });
     user = await signUp(t, 'haccp@example.com');
@@ -49,6 +49,13 @@ describe.each(DATABASES)('report content on %s', (db) => {
     const bar = await createSite(t, user.token, { name: 'Bar', timezone: 'Europe/Berlin' });
     const fridge = await createDevice(t, user.token, store.id, { name: 'Walk-in fridge' });
     const display = await createDevice(t, user.token, bar.id, { name: 'Display fridge' });
+    // A fridge taken out of service on 10 March: its readings before are still the store's record.
+    const old = await createDevice(t, user.token, store.id, { name: 'Old fridge' });
+    await ingestHttp(t, old, [
+      { ts: at('2026-03-05T12:00:00Z'), value: 2.2 },
+      { ts: at('2026-03-05T12:10:00Z'), value: 4.4 },
+    ]);
+    expect((await t.http.delete(`/v1/devices/${old.id}`, { token: user.token })).status).toBe(204);
 
     // 12 readings in range (2.5, 3.5, 4.5), 7 at 9.5 for an hour (an alarm after 30 minutes' grace),
     // then 3.0: 20 readings, min 2.5, mean 5.575, max 9.5.
@@ -114,6 +121,9 @@ describe.each(DATABASES)('report content on %s', (db) => {
     expect(linesWith(text, 'Display fridge', '1.7').length).toBeGreaterThan(0);
     expect(linesWith(text, 'Display fridge', '1.1')).toEqual([]);
     expect(text).toContain('Device moves');
+    // The deleted fridge: its readings (min 2.2, mean 3.3, max 4.4) and the deletion.
+    expect(linesWith(text, 'Old fridge', '2.2', '3.3', '4.4').length).toBeGreaterThan(0);
+    expect(linesWith(text, 'Old fridge', '10 Mar 2026').length).toBeGreaterThan(0);
     expect(linesWith(text, 'Display fridge', 'Bar', 'Cold Store 1').length).toBe(1);
     // The alarm, its peak and its acknowledgement note, by whom.
     expect(linesWith(text, 'Walk-in fridge', 'above', '9.5 °C', 'haccp@example.com').length).toBe(1);
