@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Placement } from '../devices/moves.ts';
 import type { Db } from '../storage/database.ts';
-import { measurementGroup } from '../storage/layout.ts';
+import { measurementGroup, rollupGroup } from '../storage/layout.ts';
 import type { Tables } from '../storage/schema.ts';
 import type {
   ReportAlarm,
@@ -200,6 +200,26 @@ export class ReportDataRepository {
   }
 
   /**
+   * How many readings each channel has in the hours that overlap `[from, to)`, from the hourly
+   * rollups: at least the readings in `[from, to)` once the journal is folded (an estimate before).
+   */
+  async readingCounts(db: Db, seqs: number[], from: number, to: number): Promise<Map<number, number>> {
+    if (seqs.length === 0) return new Map();
+    const hour = 3_600_000_000;
+    const rows = await db
+      .selectFrom('measurement_rollups')
+      .select(['sensor_seq', (eb) => eb.fn.sum<number>('n').as('n')])
+      .where('grp', 'in', [...new Set(seqs.map(rollupGroup))])
+      .where('res', '=', 3600)
+      .where('sensor_seq', 'in', seqs)
+      .where('bucket', '>=', Math.floor(from / hour) * hour)
+      .where('bucket', '<', to)
+      .groupBy('sensor_seq')
+      .execute();
+    return new Map(rows.map((r) => [r.sensor_seq, Number(r.n)]));
+  }
+
+  /**
    * The rows of one measurement group with `from <= ts < to`, ordered by time. A group's rows are
    * stored in time order (storage/layout.ts), so this is one range scan of the primary key; reading
    * each channel on its own would scan the group's range once per channel.
@@ -251,9 +271,15 @@ export function intervalsOnSite(
 
 /** A Float64Array that grows by doubling, for series of unknown length. */
 class GrowingSeries {
-  private ts = new Float64Array(1024);
-  private values = new Float64Array(1024);
+  private ts: Float64Array;
+  private values: Float64Array;
   length = 0;
+
+  /** `capacity`: the expected length, so a series read whole is allocated once. */
+  constructor(capacity: number) {
+    this.ts = new Float64Array(Math.max(16, capacity));
+    this.values = new Float64Array(Math.max(16, capacity));
+  }
 
   push(ts: number, value: number): void {
     if (this.length === this.ts.length) {
@@ -269,9 +295,9 @@ class GrowingSeries {
     this.length++;
   }
 
-  /** Exactly `length` long (a copy, so the spare capacity is freed). */
+  /** The first `length` elements (views: no copy). */
   done(): ReportSeries {
-    return { ts: this.ts.slice(0, this.length), values: this.values.slice(0, this.length) };
+    return { ts: this.ts.subarray(0, this.length), values: this.values.subarray(0, this.length) };
   }
 }
 
@@ -564,8 +590,19 @@ class SeriesLoader {
     );
     const from = Math.min(...members.map((c) => c.intervals[0]!.from));
     const to = Math.max(...members.map((c) => c.intervals[c.intervals.length - 1]!.to));
+    // The hourly rollups count each channel's readings (an upper bound over whole hours), so
+    // each series is allocated once at about its final size.
+    const counts = await this.data.readingCounts(
+      this.db,
+      members.map((c) => c.seq),
+      Math.max(from, this.from),
+      Math.min(to, this.to),
+    );
     const state = new Map(
-      members.map((c) => [c.seq, { channel: c, series: new GrowingSeries(), interval: 0 }]),
+      members.map((c) => [
+        c.seq,
+        { channel: c, series: new GrowingSeries(counts.get(c.seq) ?? 0), interval: 0 },
+      ]),
     );
     // A window at a time, so what is read at once stays bounded (a day of a full group at one
     // reading a minute is 92,160 rows).
