@@ -31,10 +31,8 @@ import { Mailer } from './mail/mailer.ts';
 import { AlarmMailAndWebhooks } from './notify/alarm-notifier.ts';
 import { MqttBridge } from './mqtt/mqtt-bridge.ts';
 import { BridgePki } from './pki/pki.ts';
-import { ReportDataRepository } from './reports/report-data.ts';
-import { renderReport } from './reports/report-pdf.ts';
-import { ReportsRepository } from './reports/reports.repository.ts';
-import { ReportsService } from './reports/reports.service.ts';
+import { buildReports } from './reports/reports.build.ts';
+import type { ReportsService } from './reports/reports.service.ts';
 import { buildReportSchedules } from './report-schedules/build.ts';
 import type { ReportSchedules } from './report-schedules/report-schedules.service.ts';
 import { RetentionJob } from './retention/retention.ts';
@@ -249,7 +247,7 @@ export function buildServices(deps: {
     measurements,
     deviceMoves,
   });
-  const reports = buildReports({ db, clock, log, jobs, sites, audit, webhooks, deviceMoves });
+  const { reports } = buildReports({ db, clock, log, jobs, sites, audit, webhooks, deviceMoves });
   const reportSchedules = buildReportSchedules({
     database,
     db,
@@ -309,34 +307,4 @@ export function buildServices(deps: {
     sensorsRepository,
     sensors,
   };
-}
-
-/** The report service and its job (`reports/`). */
-function buildReports(deps: {
-  db: Db;
-  clock: Clock;
-  log: Logger;
-  jobs: JobQueue;
-  sites: SitesRepository;
-  audit: AuditRepository;
-  webhooks: WebhooksService;
-  deviceMoves: DeviceMoves;
-}): ReportsService {
-  const { deviceMoves } = deps;
-  const data = new ReportDataRepository();
-  const moves = new DeviceMovesRepository();
-  const reports = new ReportsService({
-    ...deps,
-    log: deps.log.child({ module: 'reports' }),
-    reports: new ReportsRepository(),
-    data: {
-      data,
-      placements: (db, devices) => deviceMoves.placements(db, devices),
-      movesOf: (db, ids) => moves.forDevices(db, ids),
-      auditChainHead: (db, accountId) => deps.audit.chainHead(db, accountId),
-    },
-    render: renderReport,
-  });
-  reports.register();
-  return reports;
 }
