@@ -247,7 +247,7 @@ export function buildServices(deps: {
     measurements,
     deviceMoves,
   });
-  const { reports } = buildReports({ db, clock, log, jobs, sites, audit, webhooks, deviceMoves });
+  const { reports } = buildReports({ db, clock, log, jobs, sites, audit, webhooks, deviceMoves, rules });
   const reportSchedules = buildReportSchedules({
     database,
     db,

@@ -309,6 +309,11 @@ export interface ReportDataDeps {
     devices: Pick<Tables['devices'], 'id' | 'site_id'>[],
   ) => Promise<Map<string, Placement>>;
   movesOf: (db: Db, deviceIds: string[]) => Promise<Tables['device_moves'][]>;
+  /**
+   * Brings derived state up to date for these channels before they are read: the rollups (folded
+   * from ingest's journal) and the rule engine's alarm events.
+   */
+  settle?: (seqs: readonly number[]) => Promise<void>;
   /** The head of the account's audit hash chain. */
   auditChainHead: (db: Db, accountId: string) => Promise<ReportInput['auditChainHead']>;
 }
@@ -372,7 +377,22 @@ export async function gatherReportInput(deps: ReportDataDeps, report: ReportRow)
     if (on.length > 0) intervals.set(d.id, on);
   }
   const deviceById = new Map(devices.map((d) => [d.id, d]));
-  const sensors = (await data.sensorsOf(db, [...intervals.keys()])).sort((a, b) => {
+  let found = await data.sensorsOf(db, [...intervals.keys()]);
+  // Everything answered before the report is in it: ingest's journal folded, alarms evaluated.
+  await deps.settle?.(found.map((s) => s.seq));
+  // A device added after the period is in it only with readings of the period (a backfill).
+  const later = found.filter((s) => deviceById.get(s.device_id)!.created_at >= to);
+  if (later.length > 0) {
+    const counts = await data.readingCounts(
+      db,
+      later.map((s) => s.seq),
+      from,
+      to,
+    );
+    const withData = new Set(later.filter((s) => (counts.get(s.seq) ?? 0) > 0).map((s) => s.device_id));
+    found = found.filter((s) => deviceById.get(s.device_id)!.created_at < to || withData.has(s.device_id));
+  }
+  const sensors = found.sort((a, b) => {
     const da = deviceById.get(a.device_id)!;
     const dbb = deviceById.get(b.device_id)!;
     return (

@@ -3,6 +3,7 @@ import type { Clock } from '../clock.ts';
 import { DeviceMovesRepository, type DeviceMoves } from '../devices/moves.ts';
 import type { JobQueue } from '../jobs/job-queue.ts';
 import type { Logger } from '../logger.ts';
+import type { RuleEngine } from '../rules/rule-engine.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
 import type { WebhooksService } from '../webhooks/webhooks.service.ts';
@@ -21,8 +22,9 @@ export function buildReports(deps: {
   audit: AuditRepository;
   webhooks: WebhooksService;
   deviceMoves: DeviceMoves;
+  rules: Pick<RuleEngine, 'settle'>;
 }): { reports: ReportsService } {
-  const { db, clock, log, jobs, sites, audit, webhooks, deviceMoves } = deps;
+  const { db, clock, log, jobs, sites, audit, webhooks, deviceMoves, rules } = deps;
   const moves = new DeviceMovesRepository();
   const reports = new ReportsService({
     db,
@@ -38,6 +40,7 @@ export function buildReports(deps: {
       placements: (trx, devices) => deviceMoves.placements(trx, devices),
       movesOf: (trx, ids) => moves.forDevices(trx, ids),
       auditChainHead: (trx, accountId) => audit.chainHead(trx, accountId),
+      settle: (seqs) => rules.settle(seqs),
     },
     render: renderReport,
   });

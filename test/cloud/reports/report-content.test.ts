@@ -104,6 +104,9 @@ describe.each(DATABASES)('report content on %s', (db) => {
     expect(moved.status).toBe(200);
 
     clock.set(at('2026-04-02T09:00:00Z'));
+    // A fridge installed after March is not in March's report.
+    const newer = await createDevice(t, user.token, store.id, { name: 'New fridge' });
+    await ingestHttp(t, newer, [{ ts: at('2026-04-02T08:00:00Z'), value: 3 }]);
     const period = { from: '2026-03-01T00:00:00+01:00', to: '2026-04-01T00:00:00+02:00' };
     const { text, info } = await makeReport({
       site_id: store.id,
@@ -121,6 +124,7 @@ describe.each(DATABASES)('report content on %s', (db) => {
     expect(linesWith(text, 'Display fridge', '1.7').length).toBeGreaterThan(0);
     expect(linesWith(text, 'Display fridge', '1.1')).toEqual([]);
     expect(text).toContain('Device moves');
+    expect(text).not.toContain('New fridge');
     // The deleted fridge: its readings (min 2.2, mean 3.3, max 4.4) and the deletion.
     expect(linesWith(text, 'Old fridge', '2.2', '3.3', '4.4').length).toBeGreaterThan(0);
     expect(linesWith(text, 'Old fridge', '10 Mar 2026').length).toBeGreaterThan(0);
