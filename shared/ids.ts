@@ -36,6 +36,8 @@ export type IdPrefix =
   | 'chn'
   | 'evt'
   | 'rpt'
+  | 'rsc'
+  | 'rsr'
   | 'sil'
   | 'int'
   | 'wh'

@@ -89,6 +89,7 @@ export class Cloud {
     }
     this.services.jobs.start();
     this.services.rules.start();
+    this.services.reportSchedules.start();
     this.maintenance = setInterval(() => void this.runMaintenance(), MAINTENANCE_INTERVAL_MS);
     this.maintenance.unref();
     log.info({ url: this.url, database: database.dialect }, 'cloud started');
@@ -157,6 +158,7 @@ export class Cloud {
         .stop()
         .catch((err: unknown) => this.services?.log.error({ err }, 'rate-limit counters not written'));
       await this.services.rules.stop();
+      await this.services.reportSchedules.stop();
       // No more ingest: fold the journal's rest, so a clean stop leaves derived state complete.
       await this.services.ingest
         .stop()

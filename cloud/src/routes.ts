@@ -1,4 +1,5 @@
 import { accountRoutes } from './accounts/accounts.routes.ts';
+import { auditRoutes } from './audit/audit.routes.ts';
 import { authRoutes } from './auth/auth.routes.ts';
 import { bridgeRoutes } from './bridges/bridges.routes.ts';
 import { deviceRoutes } from './devices/devices.routes.ts';
@@ -9,6 +10,8 @@ import { openApiDocument } from './http/openapi.ts';
 import type { RouteDef } from './http/route-table.ts';
 import { ingestRoutes } from './ingest/ingest.routes.ts';
 import { measurementRoutes } from './measurements/measurements.routes.ts';
+import { reportRoutes } from './reports/reports.routes.ts';
+import { reportScheduleRoutes } from './report-schedules/report-schedules.routes.ts';
 import { ruleRoutes } from './rules/rules.routes.ts';
 import { sensorRoutes } from './sensors/sensors.routes.ts';
 import type { Services } from './services.ts';
@@ -32,6 +35,7 @@ export function allRoutes(s: Services): RouteDef[] {
     ...authRoutes(s),
     ...tokenRoutes(s),
     ...accountRoutes(s),
+    ...auditRoutes(s),
     ...siteRoutes(s),
     ...deviceRoutes(s),
     ...deviceMoveRoutes(s),
@@ -43,6 +47,8 @@ export function allRoutes(s: Services): RouteDef[] {
     ...bridgeRoutes(s),
     ...measurementRoutes(s),
     ...exportRoutes(s),
+    ...reportRoutes(s),
+    ...reportScheduleRoutes(s),
   ];
   return routes;
 }

@@ -15,6 +15,8 @@ import { MAIL_JOB, mailJobHandler } from './mail/mail-job.ts';
 import { Mailer } from './mail/mailer.ts';
 import { buildMeasurements } from './measurements/measurements.build.ts';
 import { buildMqtt } from './mqtt/mqtt.build.ts';
+import { buildReportSchedules } from './report-schedules/report-schedules.build.ts';
+import { buildReports } from './reports/reports.build.ts';
 import { buildRetention } from './retention/retention.build.ts';
 import { buildRules } from './rules/rules.build.ts';
 import { buildSensors } from './sensors/sensors.build.ts';
@@ -89,7 +91,9 @@ function composeServices(deps: ServicesDeps) {
     .with(buildMqtt)
     .with(buildMeasurements)
     .with(buildRetention)
-    .with(buildExport).built;
+    .with(buildExport)
+    .with(buildReports)
+    .with(buildReportSchedules).built;
 }
 
 /** The services by name (`s.devices`, `s.rules`, ...): the slices of every builder together. */

@@ -81,7 +81,11 @@ function triplets(rows: MeasurementRow[]): Float64Array {
 }
 
 /** Writes points as ingest does (raw rows, then rollups of the rows written), in big transactions. */
-async function load(database: Database, points: Iterable<MeasurementRow>, batch = 20_000): Promise<void> {
+export async function load(
+  database: Database,
+  points: Iterable<MeasurementRow>,
+  batch = 20_000,
+): Promise<void> {
   const store = storeFor(database);
   let rows: MeasurementRow[] = [];
   const flush = async () => {
@@ -102,12 +106,16 @@ async function load(database: Database, points: Iterable<MeasurementRow>, batch 
 }
 
 /** `count` one-minute points from YEAR_START on each channel, minute by minute across them. */
-function* everyMinute(seqs: number[], count: number, value: (i: number) => number): Iterable<MeasurementRow> {
+export function* everyMinute(
+  seqs: number[],
+  count: number,
+  value: (i: number) => number,
+): Iterable<MeasurementRow> {
   for (let i = 0; i < count; i++)
     for (const sensorSeq of seqs) yield { sensorSeq, ts: YEAR_START + i * MINUTE, value: value(i) };
 }
 
-async function ingestOnce(
+export async function ingestOnce(
   server: ServerProcess,
   device: { localId: string; token: string },
   labels: string[],
@@ -125,7 +133,7 @@ async function ingestOnce(
   return body.channels.map((c) => c.channel_id);
 }
 
-async function seqOf(database: Database, channelId: string): Promise<number> {
+export async function seqOf(database: Database, channelId: string): Promise<number> {
   const row = await database.db
     .selectFrom('sensors')
     .select('seq')
@@ -134,7 +142,7 @@ async function seqOf(database: Database, channelId: string): Promise<number> {
   return row.seq;
 }
 
-interface Target {
+export interface Target {
   name: string;
   setUp: (
     dataDir: string,
@@ -145,7 +153,7 @@ interface Target {
  * SQLite in the run's data directory, and PostgreSQL in a throwaway database when a URL is given;
  * `env` points a cloud process at it, `cleanup` drops the database and removes the directory.
  */
-function databaseTargets(postgresUrl: string | null): Target[] {
+export function databaseTargets(postgresUrl: string | null): Target[] {
   const removeDir = (dataDir: string) => fs.rmSync(dataDir, { recursive: true, force: true });
   const targets: Target[] = [
     {
@@ -177,7 +185,7 @@ function databaseTargets(postgresUrl: string | null): Target[] {
 }
 
 /** A cloud process's environment in the read benchmarks: limits no run reaches. */
-function serverEnvFor(dataDir: string, env: Record<string, string>): Record<string, string> {
+export function serverEnvFor(dataDir: string, env: Record<string, string>): Record<string, string> {
   return {
     DATA_DIR: dataDir,
     RATE_LIMIT_READ_PER_MIN: '1000000',

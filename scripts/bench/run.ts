@@ -2,6 +2,7 @@ import { benchGateway, gatewayTable } from './gateway.ts';
 import { benchIngest, ingestTable } from './ingest.ts';
 import { printTable, writeResults } from './lib.ts';
 import { benchMqtt, mqttTable } from './mqtt.ts';
+import { benchReports, reportsTable } from './reports.ts';
 import {
   benchReadRate,
   benchReads,
@@ -72,6 +73,14 @@ async function main(): Promise<void> {
     const rows = await benchGateway();
     results.gateway = rows;
     printTable('Gateway (buffer, drain of a backlog to a local cloud, RSS)', ...gatewayTable(rows));
+  }
+  if (!only || only === 'reports') {
+    const rows = await benchReports(postgres === 'none' ? null : postgres);
+    results.reports = rows;
+    printTable(
+      'Reports (haccp_monthly, 31 days x 50 channels of 1-minute data; baseline: one raw read of every row)',
+      ...reportsTable(rows),
+    );
   }
   const file = writeResults('bench', results);
   console.log(`\nresults written to ${file}`);

@@ -13,12 +13,17 @@ export interface CloudProcess {
 }
 
 /** Starts the cloud as `npm start` does, in its own process, and waits until it listens. */
-export async function spawnCloud(env: Record<string, string>): Promise<CloudProcess> {
+export async function spawnCloud(
+  env: Record<string, string>,
+  /** Called with the child as soon as it is spawned, before it listens (to kill it early). */
+  onSpawn?: (child: ChildProcess) => void,
+): Promise<CloudProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'cloud/src/main.ts'], {
     cwd: ROOT,
     env: { PATH: process.env.PATH, PORT: '0', HOST: '127.0.0.1', MQTT_PORT: '0', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  onSpawn?.(child);
   let err = '';
   child.stderr.on('data', (c: Buffer) => (err += c.toString()));
   const exited = new Promise<number | string>((resolve) =>

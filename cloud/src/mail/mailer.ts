@@ -4,10 +4,18 @@ import path from 'node:path';
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { Logger } from '../logger.ts';
 
+export interface MailAttachment {
+  filename: string;
+  content: Buffer;
+  contentType: string;
+}
+
 export interface Mail {
   to: string;
   subject: string;
   text: string;
+  /** Files sent with the mail (base64 MIME parts): a scheduled report's PDF. */
+  attachments?: MailAttachment[];
 }
 
 export interface SentMail extends Mail {

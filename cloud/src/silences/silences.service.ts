@@ -72,6 +72,8 @@ export class SilencesService {
         ended_by: null,
       };
       await trx.insertInto('silences').values(silence).execute();
+      // The audit entry last: it holds the account's audit chain lock until commit.
+      await engine.silencesChanged(trx, sensor.seq);
       await audit.record(trx, {
         accountId: by.accountId,
         kind: 'silence.created',
@@ -85,7 +87,6 @@ export class SilencesService {
         },
         ts: now,
       });
-      await engine.silencesChanged(trx, sensor.seq);
       return silence;
     });
     engine.kick();
@@ -126,6 +127,7 @@ export class SilencesService {
         .set({ to_ts: to, ended_at: now, ended_by: by.userId })
         .where('id', '=', id)
         .execute();
+      await engine.silencesChanged(trx, silence.sensor_seq);
       await audit.record(trx, {
         accountId: by.accountId,
         kind: 'silence.ended',
@@ -138,7 +140,6 @@ export class SilencesService {
         },
         ts: now,
       });
-      await engine.silencesChanged(trx, silence.sensor_seq);
       return true;
     });
     if (changed) engine.kick();

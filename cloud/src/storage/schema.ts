@@ -129,6 +129,48 @@ export interface Tables {
     actor: string;
     target: string;
     details: string;
+    /** The entry's place in its account's hash chain, from 1; NULL for entries older than the chain. */
+    seq: number | null;
+    /** The hash of the account's previous entry; NULL for the chain's first entry. */
+    prev_hash: string | null;
+    /** Lower-case hex SHA-256 of the entry (cloud/src/audit/audit-chain.ts). */
+    hash: string | null;
+  };
+  /** Scheduled reports; a run is claimed by moving `next_period_end` and `next_run_at` forward. */
+  report_schedules: {
+    id: string;
+    account_id: string;
+    site_id: string;
+    template: string;
+    language: string;
+    every: string;
+    /** JSON array of e-mail addresses. */
+    recipients: string;
+    created_by: string;
+    created_at: number;
+    next_period_end: number;
+    next_run_at: number;
+  };
+  /** One per schedule and period: the report made for it, and when its mails were queued. */
+  report_schedule_runs: {
+    id: string;
+    schedule_id: string;
+    account_id: string;
+    period_from: number;
+    period_to: number;
+    /** JSON array of e-mail addresses, as the schedule had them when the run was claimed. */
+    recipients: string;
+    report_id: string | null;
+    mailed_at: number | null;
+    error: string | null;
+    created_at: number;
+  };
+  /** Each account's last audit chain link; appends lock this row. */
+  audit_chain_heads: {
+    account_id: string;
+    seq: number;
+    entry_id: string | null;
+    hash: string | null;
   };
   idempotency_keys: {
     scope: string;
@@ -263,4 +305,24 @@ export interface Tables {
     error: string | null;
     duration_ms: number;
   };
+  /** Reports (migration 0008): `state` queued → running → ready | failed. */
+  reports: {
+    id: string;
+    account_id: string;
+    site_id: string;
+    template: string;
+    language: string;
+    period_from: number;
+    period_to: number;
+    state: 'queued' | 'running' | 'ready' | 'failed';
+    error: string | null;
+    created_at: number;
+    ready_at: number | null;
+    size_bytes: number | null;
+    /** Lower-case hex SHA-256 of the PDF. */
+    sha256: string | null;
+    created_by: string;
+  };
+  /** A ready report's PDF, kept in the database (docs/operations.md, "Reports"). */
+  report_files: { report_id: string; content: Uint8Array };
 }

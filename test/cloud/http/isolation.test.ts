@@ -24,6 +24,10 @@ interface World {
     webhookId: string;
     /** A's MQTT bridge. */
     bridgeId: string;
+    /** A's report. */
+    reportId: string;
+    /** A's report schedule. */
+    scheduleId: string;
   };
   b: SignedIn;
 }
@@ -74,6 +78,13 @@ const PROBES: Record<string, RouteProbe> = {
   'GET /v1/accounts/me/audit': {
     call: ({ t }, auth) => t.http.get('/v1/accounts/me/audit', auth),
     asOutsider: ownOnly(200),
+  },
+  'GET /v1/audit/verify': {
+    call: ({ t }, auth) => t.http.get('/v1/audit/verify', auth),
+    asOutsider: (answer, w) => {
+      ownOnly(200)(answer, w);
+      expect(answer.json.ok).toBe(true);
+    },
   },
   'GET /v1/sites': { call: ({ t }, auth) => t.http.get('/v1/sites', auth), asOutsider: ownOnly(200) },
   'POST /v1/sites': {
@@ -236,6 +247,68 @@ const PROBES: Record<string, RouteProbe> = {
     call: ({ t, a }, auth) => t.http.get(`/v1/webhooks/${a.webhookId}/deliveries`, auth),
     asOutsider: notFound('webhook_not_found'),
   },
+  'POST /v1/reports': {
+    call: ({ t, a }, auth) =>
+      t.http.post(
+        '/v1/reports',
+        {
+          site_id: a.siteId,
+          template: 'haccp_monthly',
+          language: 'en',
+          period: { from: '2026-01-01T00:00:00Z', to: '2026-02-01T00:00:00Z' },
+        },
+        auth,
+      ),
+    asOutsider: notFound('site_not_found'),
+  },
+  'GET /v1/reports': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/reports?site_id=${a.siteId}`, auth),
+    asOutsider: async (answer, w) => {
+      notFound('site_not_found')(answer);
+      const own = await w.t.http.get('/v1/reports', { token: w.b.token });
+      ownOnly(200)(own, w);
+      expect(own.json.data).toEqual([]);
+    },
+  },
+  'GET /v1/reports/:report_id': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/reports/${a.reportId}`, auth),
+    asOutsider: notFound('report_not_found'),
+  },
+  'GET /v1/reports/:report_id/file': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/reports/${a.reportId}/file`, auth),
+    asOutsider: notFound('report_not_found'),
+  },
+  'POST /v1/report-schedules': {
+    call: ({ t, a }, auth) =>
+      t.http.post(
+        '/v1/report-schedules',
+        {
+          site_id: a.siteId,
+          template: 'haccp_monthly',
+          language: 'en',
+          every: 'month',
+          recipients: ['b@example.com'],
+        },
+        auth,
+      ),
+    asOutsider: notFound('site_not_found'),
+  },
+  'GET /v1/report-schedules': {
+    call: ({ t }, auth) => t.http.get('/v1/report-schedules', auth),
+    asOutsider: (answer, w) => {
+      ownOnly(200)(answer, w);
+      expect(answer.text).not.toContain(w.a.scheduleId);
+      expect(answer.json.data).toEqual([]);
+    },
+  },
+  'GET /v1/report-schedules/:schedule_id': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/report-schedules/${a.scheduleId}`, auth),
+    asOutsider: notFound('report_schedule_not_found'),
+  },
+  'DELETE /v1/report-schedules/:schedule_id': {
+    call: ({ t, a }, auth) => t.http.delete(`/v1/report-schedules/${a.scheduleId}`, auth),
+    asOutsider: notFound('report_schedule_not_found'),
+  },
 };
 
 /** An alarm event and a webhook of A, written as the engine and registration would (no network needed). */
@@ -294,6 +367,8 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
       sites: (await get('/v1/sites')).data.length,
       devices: (await get('/v1/devices?account_id=me')).data.length,
       bridges: (await get('/v1/bridges')).data.map((r: { id: string }) => r.id),
+      reports: (await get('/v1/reports')).data.map((r: { id: string }) => r.id),
+      reportSchedules: (await get('/v1/report-schedules')).data,
     };
   }
 
@@ -315,6 +390,21 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
       { site_id: siteId, name: 'a broker' },
       { token: a.token },
     );
+    const report = await t.http.post(
+      '/v1/reports',
+      {
+        site_id: siteId,
+        template: 'haccp_monthly',
+        language: 'en',
+        period: { from: '2026-01-01T00:00:00Z', to: '2026-02-01T00:00:00Z' },
+      },
+      { token: a.token },
+    );
+    const schedule = await t.http.post(
+      '/v1/report-schedules',
+      { site_id: siteId, template: 'haccp_monthly', language: 'en', every: 'week', recipients: [a.email] },
+      { token: a.token },
+    );
     w = {
       t,
       a: {
@@ -329,6 +419,8 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
         silenceId: silence.json.id,
         webhookId,
         bridgeId: bridge.json.id,
+        reportId: report.json.id,
+        scheduleId: schedule.json.id,
       },
       b: await signUp(t, 'b@example.com'),
     };

@@ -700,8 +700,18 @@ describe.each(DATABASES)('storage contract on %s', (kind) => {
         actor: userId,
         target: 'site_x',
         details: expect.any(String),
+        seq: 4,
+        prev_hash: all[1]!.hash,
+        hash: expect.stringMatching(/^[0-9a-f]{64}$/),
       });
       expect(JSON.parse(all[0]!.details)).toEqual({ n: 3, nested: { ok: true } });
+      expect(await audit.chainHead(db, accountId)).toEqual({
+        entryId: all[0]!.id,
+        hash: all[0]!.hash,
+        entries: 4,
+      });
+      expect(await audit.chainHead(db, other.accountId)).toMatchObject({ entries: 1 });
+      expect(await audit.chainHead(db, 'acc_none')).toEqual({ entryId: null, hash: null, entries: 0 });
       expect((await list({ from: T0 + 1, to: T0 + 3 })).map((r) => r.ts)).toEqual([T0 + 2, T0 + 1]);
       expect((await list({ kind: 'site.deleted' })).map((r) => r.ts)).toEqual([T0 + 1]);
       const page = await audit.list(db, accountId, {}, { limit: 1, after: [all[1]!.ts, all[1]!.id] });

@@ -6,6 +6,9 @@ import { ingestJournal } from './0005_ingest_journal.ts';
 import { measurementGroups } from './0006_measurement_groups.ts';
 import { journalUncompressed } from './0007_journal_uncompressed.ts';
 import type { Migration } from './migration.ts';
+import { reports } from './0008_reports.ts';
+import { auditChain } from './0009_audit_chain.ts';
+import { reportSchedules } from './0010_report_schedules.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
@@ -20,4 +23,7 @@ export const MIGRATIONS: readonly Migration[] = [
   ingestJournal,
   measurementGroups,
   journalUncompressed,
+  reports,
+  auditChain,
+  reportSchedules,
 ];

@@ -1,0 +1,375 @@
+import { DateTime } from 'luxon';
+import { newId } from '../../../shared/ids.ts';
+import { formatSeconds } from '../../../shared/time.ts';
+import type { AuditRepository } from '../audit/audit.repository.ts';
+import type { Clock } from '../clock.ts';
+import { ApiError, notFound, Unprocessable } from '../errors.ts';
+import type { UserPrincipal } from '../http/context.ts';
+import type { PageRequest } from '../storage/keyset.ts';
+import type { JobHandler, JobQueue } from '../jobs/job-queue.ts';
+import type { Logger } from '../logger.ts';
+import type { Mailer } from '../mail/mailer.ts';
+import { REPORT_LANGUAGES, REPORT_TEMPLATES } from '../reports/report-input.ts';
+import type { ReportsService } from '../reports/reports.service.ts';
+import type { SitesRepository } from '../sites/sites.repository.ts';
+import { lockedTransaction, type Database, type Db } from '../storage/database.ts';
+import type {
+  ReportScheduleRow,
+  ReportSchedulesRepository,
+  ScheduleRunRow,
+} from './report-schedules.repository.ts';
+import { periodEndAfter, periodEndingAt, RUN_DELAY_MICROS, type ScheduleEvery } from './schedule-periods.ts';
+
+/** Makes the report of a claimed run (creates it, or finds the one an earlier attempt made). */
+export const SCHEDULE_RUN_JOB = 'report_schedule.run';
+/** Mails a finished report of a run to one recipient. */
+export const SCHEDULE_MAIL_JOB = 'report_schedule.mail';
+
+/** At most this many recipients per schedule. */
+export const MAX_RECIPIENTS = 20;
+
+/** The claims need no advisory lock: their conditional UPDATEs decide which replica wins. */
+const NO_LOCK_KEYS = { namespace: 0, keys: [] };
+
+/** Due schedules and finished runs handled per tick (the rest at the next). */
+const TICK_BATCH = 100;
+
+export interface CreateSchedule {
+  site_id: string;
+  template: string;
+  language: string;
+  every: ScheduleEvery;
+  recipients: string[];
+}
+
+/** The schedule object (docs/api/report-schedules.md). */
+export function scheduleView(s: ReportScheduleRow) {
+  return {
+    id: s.id,
+    site_id: s.site_id,
+    template: s.template,
+    language: s.language,
+    every: s.every,
+    recipients: JSON.parse(s.recipients) as string[],
+    created_at: formatSeconds(s.created_at),
+    next_run_at: formatSeconds(s.next_run_at),
+  };
+}
+
+/** What the schedules need of the report service: making a report, reading it and its file. */
+export type ReportMaker = Pick<ReportsService, 'create' | 'get' | 'file'>;
+
+/**
+ * Scheduled reports (docs/api/report-schedules.md). A tick (every minute, on every replica) does two
+ * things, each claimed in the database so that it happens once however many replicas tick:
+ *
+ * 1. A schedule whose period has ended (plus RUN_DELAY_MICROS) is claimed by moving it on to the
+ *    next period with a conditional UPDATE; the same transaction records the run and queues its job,
+ *    which creates the report through the report service (and so its render job).
+ * 2. A run whose report is finished is claimed by setting `mailed_at` conditionally; the same
+ *    transaction queues one mail job per recipient, which attaches the PDF.
+ *
+ * The jobs are retried from the job table after a crash; the run job finds the report an earlier
+ * attempt made (reports made by a schedule name it as their creator), so a period gets one report.
+ */
+export class ReportSchedules {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+
+  constructor(
+    private readonly deps: {
+      /** For the claims: a transaction that takes the write lock first (processes sharing SQLite). */
+      database: Database;
+      db: Db;
+      clock: Clock;
+      log: Logger;
+      jobs: JobQueue;
+      mailer: Mailer;
+      audit: AuditRepository;
+      sites: SitesRepository;
+      schedules: ReportSchedulesRepository;
+      reports: ReportMaker;
+      /** How often the tick runs (default one minute). */
+      tickMs?: number;
+    },
+  ) {}
+
+  register(): void {
+    this.deps.jobs.register(SCHEDULE_RUN_JOB, this.runJob());
+    this.deps.jobs.register(SCHEDULE_MAIL_JOB, this.mailJob());
+  }
+
+  start(): void {
+    this.timer = setInterval(() => {
+      this.tick().catch((err: unknown) => this.deps.log.error({ err }, 'report schedule tick failed'));
+    }, this.deps.tickMs ?? 60_000);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  async create(
+    by: Pick<UserPrincipal, 'accountId' | 'userId'>,
+    input: CreateSchedule,
+  ): Promise<ReportScheduleRow> {
+    const { db, clock, sites, schedules, audit } = this.deps;
+    const now = clock.nowMicros();
+    return db.transaction().execute(async (trx) => {
+      const site = await sites.find(trx, by.accountId, input.site_id);
+      if (!site) throw notFound('site');
+      if (!(REPORT_TEMPLATES as readonly string[]).includes(input.template)) {
+        throw new Unprocessable(
+          'unknown_template',
+          `template must be one of ${REPORT_TEMPLATES.join(', ')}`,
+          [{ path: 'template', message: 'unknown template' }],
+        );
+      }
+      if (!(REPORT_LANGUAGES as readonly string[]).includes(input.language)) {
+        throw new Unprocessable(
+          'unknown_language',
+          `language must be one of ${REPORT_LANGUAGES.join(', ')}`,
+          [{ path: 'language', message: 'unknown language' }],
+        );
+      }
+      const periodEnd = periodEndAfter(now, input.every, site.timezone);
+      const row: ReportScheduleRow = {
+        id: newId('rsc'),
+        account_id: by.accountId,
+        site_id: site.id,
+        template: input.template,
+        language: input.language,
+        every: input.every,
+        recipients: JSON.stringify(input.recipients),
+        created_by: by.userId,
+        created_at: now,
+        next_period_end: periodEnd,
+        next_run_at: periodEnd + RUN_DELAY_MICROS,
+      };
+      await schedules.insert(trx, row);
+      await audit.record(trx, {
+        accountId: by.accountId,
+        kind: 'report_schedule.created',
+        by: by.userId,
+        target: row.id,
+        details: {
+          site_id: row.site_id,
+          template: row.template,
+          language: row.language,
+          every: row.every,
+          recipients: input.recipients,
+        },
+        ts: now,
+      });
+      return row;
+    });
+  }
+
+  async get(accountId: string, id: string): Promise<ReportScheduleRow> {
+    const row = await this.deps.schedules.find(this.deps.db, accountId, id);
+    if (!row) throw notFound('report_schedule');
+    return row;
+  }
+
+  async list(accountId: string, page: PageRequest): Promise<ReportScheduleRow[]> {
+    return this.deps.schedules.list(this.deps.db, accountId, page);
+  }
+
+  /** Deletes the schedule; runs it already claimed still make their report, and are not mailed. */
+  async delete(by: Pick<UserPrincipal, 'accountId' | 'userId'>, id: string): Promise<void> {
+    const { db, clock, schedules, audit } = this.deps;
+    await db.transaction().execute(async (trx) => {
+      const row = await schedules.find(trx, by.accountId, id);
+      if (!row) throw notFound('report_schedule');
+      await schedules.delete(trx, row.id);
+      await audit.record(trx, {
+        accountId: by.accountId,
+        kind: 'report_schedule.deleted',
+        by: by.userId,
+        target: row.id,
+        details: { site_id: row.site_id, template: row.template, every: row.every },
+        ts: clock.nowMicros(),
+      });
+    });
+  }
+
+  /** One pass: claims the due runs, then the mailings of finished reports. Concurrent calls share it. */
+  tick(): Promise<void> {
+    this.running ??= (async () => {
+      try {
+        await this.claimDueRuns();
+        await this.claimMailings();
+      } finally {
+        this.running = null;
+      }
+    })();
+    return this.running;
+  }
+
+  private async claimDueRuns(): Promise<void> {
+    const { database, db, clock, jobs, sites, schedules, log } = this.deps;
+    const now = clock.nowMicros();
+    let claimed = 0;
+    for (const schedule of await schedules.due(db, now, TICK_BATCH)) {
+      const site = await sites.find(db, schedule.account_id, schedule.site_id);
+      // A deleted site keeps its time zone in the row; its run fails with a reason (site_not_found).
+      const timezone = site?.timezone ?? 'UTC';
+      const every = schedule.every as ScheduleEvery;
+      const period = periodEndingAt(schedule.next_period_end, every, timezone);
+      const nextEnd = periodEndAfter(schedule.next_period_end, every, timezone);
+      const won = await lockedTransaction(database, NO_LOCK_KEYS, async (trx) => {
+        if (
+          !(await schedules.claimRun(trx, schedule.id, schedule.next_period_end, {
+            periodEnd: nextEnd,
+            runAt: nextEnd + RUN_DELAY_MICROS,
+          }))
+        )
+          return false;
+        const run: ScheduleRunRow = {
+          id: newId('rsr'),
+          schedule_id: schedule.id,
+          account_id: schedule.account_id,
+          period_from: period.from,
+          period_to: period.to,
+          recipients: schedule.recipients,
+          report_id: null,
+          mailed_at: null,
+          error: null,
+          created_at: now,
+        };
+        await schedules.insertRun(trx, run);
+        await jobs.enqueue(trx, SCHEDULE_RUN_JOB, { run_id: run.id }, now);
+        return true;
+      });
+      if (won) {
+        claimed += 1;
+        log.info(
+          { schedule_id: schedule.id, from: formatSeconds(period.from), to: formatSeconds(period.to) },
+          'scheduled report due',
+        );
+      }
+    }
+    if (claimed > 0) jobs.kick();
+  }
+
+  private async claimMailings(): Promise<void> {
+    const { database, db, clock, jobs, schedules } = this.deps;
+    let queued = 0;
+    for (const run of await schedules.toMail(db, TICK_BATCH)) {
+      const now = clock.nowMicros();
+      await lockedTransaction(database, NO_LOCK_KEYS, async (trx) => {
+        if (!(await schedules.claimMailing(trx, run.id, now))) return;
+        // A schedule deleted after its run was claimed: its recipients asked for no more mail.
+        if (!(await schedules.findById(trx, run.schedule_id))) return;
+        for (const to of JSON.parse(run.recipients) as string[]) {
+          await jobs.enqueue(trx, SCHEDULE_MAIL_JOB, { run_id: run.id, to }, now);
+          queued += 1;
+        }
+      });
+    }
+    if (queued > 0) jobs.kick();
+  }
+
+  private runJob(): JobHandler {
+    return {
+      run: async (payload) => {
+        const { db, schedules, reports, log } = this.deps;
+        const run = await schedules.findRun(db, (payload as { run_id: string }).run_id);
+        if (!run || run.report_id !== null || run.error !== null) return;
+        const schedule = await schedules.findById(db, run.schedule_id);
+        let reportId = await schedules.reportOfRun(db, run);
+        if (!reportId) {
+          if (!schedule) return;
+          try {
+            const report = await reports.create(
+              // The schedule is the report's creator: the audit entry says so, and a retry finds it.
+              { accountId: run.account_id, userId: schedule.id },
+              {
+                site_id: schedule.site_id,
+                template: schedule.template,
+                language: schedule.language,
+                period: { from: run.period_from, to: run.period_to },
+              },
+            );
+            reportId = report.id;
+          } catch (err) {
+            // A refusal (the site was deleted) does not change on retry: the run records why.
+            if (!(err instanceof ApiError) || err.status >= 500) throw err;
+            log.warn(
+              { run_id: run.id, schedule_id: run.schedule_id, code: err.code },
+              'scheduled report refused',
+            );
+            await schedules.setRunError(db, run.id, `${err.code}: ${err.message}`);
+            return;
+          }
+        }
+        await schedules.setRunReport(db, run.id, reportId);
+      },
+    };
+  }
+
+  private mailJob(): JobHandler {
+    return {
+      run: async (payload) => {
+        const { db, schedules, reports, mailer, sites } = this.deps;
+        const { run_id, to } = payload as { run_id: string; to: string };
+        const run = await schedules.findRun(db, run_id);
+        if (!run?.report_id) return;
+        const report = await reports.get(run.account_id, run.report_id);
+        const site = await sites.find(db, run.account_id, report.site_id);
+        const timezone = site?.timezone ?? 'UTC';
+        const siteName = site?.name ?? report.site_id;
+        const every = (await schedules.findById(db, run.schedule_id))?.every as ScheduleEvery | undefined;
+        const label = periodLabel(run.period_from, every ?? 'month', timezone);
+        const span = `${localTime(run.period_from, timezone)} to ${localTime(run.period_to, timezone)} (${timezone})`;
+        if (report.state !== 'ready') {
+          await mailer.send({
+            to,
+            subject: `Report could not be made: ${siteName}, ${label}`,
+            text: [
+              `The scheduled ${report.template} report of site "${siteName}" for ${span} could not be made.`,
+              '',
+              `Report: ${report.id}`,
+              `Reason: ${report.error ?? 'unknown'}`,
+              '',
+              footer(run.schedule_id),
+            ].join('\n'),
+          });
+          return;
+        }
+        const { content, fileName } = await reports.file(run.account_id, report.id);
+        await mailer.send({
+          to,
+          subject: `Report: ${siteName}, ${label}`,
+          text: [
+            `The scheduled ${report.template} report of site "${siteName}" for ${span} is attached (${fileName}).`,
+            '',
+            `Report: ${report.id}`,
+            `SHA-256 of the PDF: ${report.sha256}`,
+            `Size: ${content.length} bytes`,
+            '',
+            footer(run.schedule_id),
+          ].join('\n'),
+          attachments: [{ filename: fileName, content, contentType: 'application/pdf' }],
+        });
+      },
+    };
+  }
+}
+
+function footer(scheduleId: string): string {
+  return `You receive this mail because the report schedule ${scheduleId} lists your address; deleting the schedule (DELETE /v1/report-schedules/${scheduleId}) stops it.`;
+}
+
+/** `2026-03` for a month, `2026-W10` for an ISO week, in the site's time zone. */
+function periodLabel(from: number, every: ScheduleEvery, timezone: string): string {
+  const start = DateTime.fromMillis(from / 1000, { zone: timezone });
+  return every === 'month' ? start.toFormat('yyyy-MM') : start.toFormat("kkkk-'W'WW");
+}
+
+function localTime(micros: number, timezone: string): string {
+  return DateTime.fromMillis(micros / 1000, { zone: timezone }).toFormat('yyyy-MM-dd HH:mm ZZ');
+}
