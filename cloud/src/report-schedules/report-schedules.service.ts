@@ -3,13 +3,13 @@ import { newId } from '../../../shared/ids.ts';
 import { formatSeconds } from '../../../shared/time.ts';
 import type { AuditRepository } from '../audit/audit.repository.ts';
 import type { Clock } from '../clock.ts';
-import { ApiError, notFound, Unprocessable } from '../errors.ts';
+import { ApiError, notFound } from '../errors.ts';
 import type { UserPrincipal } from '../http/context.ts';
 import type { PageRequest } from '../storage/keyset.ts';
 import type { JobHandler, JobQueue } from '../jobs/job-queue.ts';
 import type { Logger } from '../logger.ts';
 import type { Mailer } from '../mail/mailer.ts';
-import { REPORT_LANGUAGES, REPORT_TEMPLATES } from '../reports/report-input.ts';
+import { checkTemplateAndLanguage } from '../reports/report-options.ts';
 import type { ReportsService } from '../reports/reports.service.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
 import { lockedTransaction, type Database, type Db } from '../storage/database.ts';
@@ -121,20 +121,7 @@ export class ReportSchedules {
     return db.transaction().execute(async (trx) => {
       const site = await sites.find(trx, by.accountId, input.site_id);
       if (!site) throw notFound('site');
-      if (!(REPORT_TEMPLATES as readonly string[]).includes(input.template)) {
-        throw new Unprocessable(
-          'unknown_template',
-          `template must be one of ${REPORT_TEMPLATES.join(', ')}`,
-          [{ path: 'template', message: 'unknown template' }],
-        );
-      }
-      if (!(REPORT_LANGUAGES as readonly string[]).includes(input.language)) {
-        throw new Unprocessable(
-          'unknown_language',
-          `language must be one of ${REPORT_LANGUAGES.join(', ')}`,
-          [{ path: 'language', message: 'unknown language' }],
-        );
-      }
+      checkTemplateAndLanguage(input.template, input.language);
       const periodEnd = periodEndAfter(now, input.every, site.timezone);
       const row: ReportScheduleRow = {
         id: newId('rsc'),

@@ -13,7 +13,8 @@ import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
 import type { WebhooksService } from '../webhooks/webhooks.service.ts';
 import { gatherReportInput, type ReportDataDeps } from './report-data.ts';
-import { REPORT_LANGUAGES, REPORT_TEMPLATES, type ReportInput } from './report-input.ts';
+import type { ReportInput } from './report-input.ts';
+import { checkTemplateAndLanguage } from './report-options.ts';
 import type { ReportRow, ReportsRepository } from './reports.repository.ts';
 
 export const REPORT_JOB = 'report.render';
@@ -109,20 +110,7 @@ export class ReportsService {
     const now = clock.nowMicros();
     const row = await db.transaction().execute(async (trx) => {
       if (!(await sites.find(trx, by.accountId, input.site_id))) throw notFound('site');
-      if (!(REPORT_TEMPLATES as readonly string[]).includes(input.template)) {
-        throw new Unprocessable(
-          'unknown_template',
-          `template must be one of ${REPORT_TEMPLATES.join(', ')}`,
-          [{ path: 'template', message: 'unknown template' }],
-        );
-      }
-      if (!(REPORT_LANGUAGES as readonly string[]).includes(input.language)) {
-        throw new Unprocessable(
-          'unknown_language',
-          `language must be one of ${REPORT_LANGUAGES.join(', ')}`,
-          [{ path: 'language', message: 'unknown language' }],
-        );
-      }
+      checkTemplateAndLanguage(input.template, input.language);
       const { from, to } = input.period;
       if (to <= from) {
         throw new Unprocessable('invalid_period', 'period.to must be after period.from', [
