@@ -3,7 +3,8 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import BetterSqlite3 from 'better-sqlite3';
 import { measurementGroup } from '../../../cloud/src/storage/layout.ts';
 import { signUp, startTestCloud } from '../../helpers/cloud.ts';
-import { tempDir } from '../../helpers/databases.ts';
+import pg from 'pg';
+import { DATABASES, type TestDatabase } from '../../helpers/databases.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { createDevice, createSite, insertSensor } from '../../helpers/fixtures.ts';
 import { HttpClient } from '../../helpers/http.ts';
@@ -19,23 +20,31 @@ const DAYS = 31;
  * report is `running`; after a restart on the same data the job's claim expires, the job is claimed
  * again, and the report becomes ready with a file matching its size and sha256.
  */
-describe('a report job across a SIGKILL', () => {
-  const dataDir = tempDir();
-  const env = { DATA_DIR: dataDir };
+describe.each(DATABASES)('a report job across a SIGKILL on %s', (kind) => {
   let proc: CloudProcess | null = null;
+  let database: TestDatabase | null = null;
   afterAll(async () => {
     if (proc && proc.child.exitCode === null) {
       proc.child.kill('SIGKILL');
       await proc.exited;
     }
+    await database?.dispose();
   });
 
   it('is claimed again after a restart and becomes ready', async () => {
     // An installation with a month of 1-minute data on 8 channels, and a report queued while no
     // job runner runs (made through the API of an in-process cloud on the same data directory).
-    const setup = await startTestCloud({
-      env: { DATABASE_URL: `sqlite:${dataDir}/cloud.db`, DATA_DIR: dataDir },
-    });
+    const setup = await startTestCloud({ db: kind });
+    database = setup.database;
+    const { dataDir, schema } = database;
+    // The process of `npm start` on the same data: the same SQLite file, or the test's own
+    // PostgreSQL schema as the connection's search path.
+    const env = {
+      DATA_DIR: dataDir,
+      DATABASE_URL: schema
+        ? `${database.url}?options=${encodeURIComponent(`-c search_path=${schema}`)}`
+        : database.url,
+    };
     const user = await signUp(setup, 'ops@example.com');
     const site = await createSite(setup, user.token, { name: 'Cold Store' });
     const device = await createDevice(setup, user.token, site.id, { name: 'Fridge' });
@@ -80,27 +89,25 @@ describe('a report job across a SIGKILL', () => {
     await setup.cloud.stop();
 
     // The first process claims the job at start; it dies while the report is running (watched in
-    // the database file itself, as the job may run before the process listens).
-    const watcher = new BetterSqlite3(`${dataDir}/cloud.db`, { readonly: true });
-    const stateOf = () =>
-      (watcher.prepare('SELECT state FROM reports WHERE id = ?').get(id) as { state: string }).state;
+    // the database itself, as the job may run before the process listens).
+    const watcher = await stateWatcher(database, id);
     let killedWhile = '';
-    const killed = new Promise<void>((resolve) => {
+    const killed = new Promise<void>((resolve, reject) => {
       void spawnCloud(env, (child) => {
-        const watch = () => {
-          const state = stateOf();
-          if (state === 'queued') return void setImmediate(watch);
+        const watch = async (): Promise<void> => {
+          const state = await watcher.state();
+          if (state === 'queued') return void setImmediate(() => void watch().catch(reject));
           killedWhile = state;
           child.kill('SIGKILL');
           child.on('exit', () => resolve());
         };
-        watch();
+        watch().catch(reject);
       }).catch(() => undefined); // it dies before it listens, or just after
     });
     await killed;
     expect(killedWhile).toBe('running');
-    expect(stateOf()).toBe('running');
-    watcher.close();
+    expect(await watcher.state()).toBe('running');
+    await watcher.close();
 
     // Restarted on the same data: the report is still running (nobody holds it), then ready.
     proc = await spawnCloud(env);
@@ -130,3 +137,28 @@ describe('a report job across a SIGKILL', () => {
     expect(await proc.exited).toBe(0);
   }, 180_000);
 });
+
+/** Reads a report's state straight from the database, beside the process under test. */
+async function stateWatcher(
+  database: TestDatabase,
+  id: string,
+): Promise<{ state(): Promise<string>; close(): Promise<void> }> {
+  const query = 'SELECT state FROM reports WHERE id = $1';
+  if (!database.schema) {
+    const sqlite = new BetterSqlite3(database.url.slice('sqlite:'.length), { readonly: true });
+    const statement = sqlite.prepare(query.replace('$1', '?'));
+    return {
+      state: async () => (statement.get(id) as { state: string }).state,
+      close: async () => {
+        sqlite.close();
+      },
+    };
+  }
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  await client.query(`SET search_path TO ${database.schema}`);
+  return {
+    state: async () => (await client.query<{ state: string }>(query, [id])).rows[0]!.state,
+    close: () => client.end(),
+  };
+}
