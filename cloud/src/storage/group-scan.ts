@@ -29,8 +29,8 @@ export interface GroupScan {
  * The scan for `dialect`. SQLite hands out one row per reading. PostgreSQL answers with one row per
  * channel whose times and values are packed as big-endian 8-byte integers and doubles (`int8send`,
  * `float8send`): the driver makes a JavaScript object per row it returns, and over millions of
- * readings those objects reach the old generation faster than it is collected (a month of 50
- * one-minute channels grew the heap by over a hundred MB); packed, a query makes a few objects.
+ * readings those objects reach the old generation faster than it is collected (over a hundred MB
+ * for a month of 50 one-minute channels); packed, a query makes a few objects.
  * The values are the stored doubles bit for bit.
  */
 export function groupScan(dialect: Dialect): GroupScan {
