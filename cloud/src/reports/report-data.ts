@@ -1,6 +1,6 @@
-import { sql } from 'kysely';
 import type { Placement } from '../devices/moves.service.ts';
 import type { Db } from '../storage/database.ts';
+import type { GroupScan } from '../storage/group-scan.ts';
 import { measurementGroup, rollupGroup } from '../storage/layout.ts';
 import type { Tables } from '../storage/schema.ts';
 import type {
@@ -17,8 +17,8 @@ import type {
 } from './report-input.ts';
 import type { ReportRow } from './reports.repository.ts';
 
-/** The time span read per query when a group's measurements are read: 6 hours. */
-const SCAN_WINDOW = 6 * 3600 * 1_000_000;
+/** The shortest time span read per query (a channel denser than this still gets whole minutes). */
+const MIN_SCAN_WINDOW = 60 * 1_000_000;
 
 type DeviceRow = Pick<Tables['devices'], 'id' | 'site_id' | 'name' | 'model' | 'created_at' | 'deleted_at'>;
 type SensorRow = { seq: number } & Pick<
@@ -37,6 +37,11 @@ type SensorRow = { seq: number } & Pick<
 
 /** The SQL that gathers what a report is drawn from (`report-input.ts`). */
 export class ReportDataRepository {
+  /** `scan`: the database's way of reading a group's measurements (`groupScan(dialect)`). */
+  constructor(scan: GroupScan) {
+    this.groupScan = scan;
+  }
+
   /** The site, deleted or not: a report queued before the site was deleted is still made. */
   async site(db: Db, accountId: string, siteId: string): Promise<Tables['sites'] | undefined> {
     return db
@@ -219,23 +224,8 @@ export class ReportDataRepository {
     return new Map(rows.map((r) => [r.sensor_seq, Number(r.n)]));
   }
 
-  /**
-   * The rows of one measurement group with `from <= ts < to`, ordered by time. A group's rows are
-   * stored in time order (storage/layout.ts), so this is one range scan of the primary key; reading
-   * each channel on its own would scan the group's range once per channel.
-   */
-  async groupRows(
-    db: Db,
-    grp: number,
-    from: number,
-    to: number,
-  ): Promise<{ sensor_seq: number; ts: number; value: number }[]> {
-    const result = await sql<{ sensor_seq: number; ts: number; value: number }>`
-      SELECT sensor_seq, ts, value FROM measurements
-      WHERE grp = ${grp} AND ts >= ${from} AND ts < ${to}
-      ORDER BY ts`.execute(db);
-    return result.rows;
-  }
+  /** How the database reads a measurement group's readings (storage/group-scan.ts). */
+  readonly groupScan: GroupScan;
 }
 
 /** A time interval `[from, to)` in microseconds. */
@@ -624,17 +614,32 @@ class SeriesLoader {
         { channel: c, series: new GrowingSeries(counts.get(c.seq) ?? 0), interval: 0 },
       ]),
     );
-    // A window at a time, so what is read at once stays bounded (a day of a full group at one
-    // reading a minute is 92,160 rows).
-    for (let start = Math.max(from, this.from); start < Math.min(to, this.to); start += SCAN_WINDOW) {
-      const rows = await this.data.groupRows(this.db, grp, start, Math.min(start + SCAN_WINDOW, to, this.to));
-      for (const r of rows) {
-        const s = state.get(r.sensor_seq);
-        if (!s) continue; // a channel of the group that is not in this report
-        const iv = s.channel.intervals;
-        while (s.interval < iv.length && iv[s.interval]!.to <= r.ts) s.interval++;
-        if (s.interval < iv.length && r.ts >= iv[s.interval]!.from) s.series.push(r.ts, r.value);
-      }
+    // A window at a time, sized from the counts so that each query covers about the readings the
+    // database reads well at once (the counts are upper bounds, so usually fewer): what one query
+    // answers is held at once, and the series are the only thing that grows with the period.
+    const scanFrom = Math.max(from, this.from);
+    const scanTo = Math.min(to, this.to);
+    let expected = 0;
+    for (const c of members) expected += counts.get(c.seq) ?? 0;
+    const window = Math.max(
+      MIN_SCAN_WINDOW,
+      Math.floor(((scanTo - scanFrom) * this.data.groupScan.readingsPerQuery) / Math.max(1, expected)),
+    );
+    const seqs = members.map((c) => c.seq);
+    for (let start = scanFrom; start < scanTo; start += window) {
+      await this.data.groupScan.read(
+        this.db,
+        grp,
+        seqs,
+        start,
+        Math.min(start + window, scanTo),
+        (seq, ts, value) => {
+          const s = state.get(seq)!;
+          const iv = s.channel.intervals;
+          while (s.interval < iv.length && iv[s.interval]!.to <= ts) s.interval++;
+          if (s.interval < iv.length && ts >= iv[s.interval]!.from) s.series.push(ts, value);
+        },
+      );
     }
     for (const s of state.values()) this.loaded.set(s.channel.channelId, s.series.done());
   }

@@ -6,7 +6,8 @@ import type { JobQueue } from '../jobs/job-queue.ts';
 import type { Logger } from '../logger.ts';
 import type { RuleEngine } from '../rules/rule-engine.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
-import type { Db } from '../storage/database.ts';
+import type { Database, Db } from '../storage/database.ts';
+import { groupScan } from '../storage/group-scan.ts';
 import type { WebhooksService } from '../webhooks/webhooks.service.ts';
 import { ReportDataRepository } from './report-data.ts';
 import { renderReport } from './report-pdf.ts';
@@ -16,6 +17,7 @@ import { ReportsService } from './reports.service.ts';
 /** Reports: their slice of the services. Registers the job that renders them. */
 export function buildReports(deps: {
   db: Db;
+  database: Pick<Database, 'dialect'>;
   clock: Clock;
   log: Logger;
   jobs: JobQueue;
@@ -25,7 +27,7 @@ export function buildReports(deps: {
   deviceMoves: DeviceMovesService;
   rules: Pick<RuleEngine, 'settle'>;
 }): { reports: ReportsService } {
-  const { db, clock, log, jobs, sites, audit, webhooks, deviceMoves, rules } = deps;
+  const { db, database, clock, log, jobs, sites, audit, webhooks, deviceMoves, rules } = deps;
   const moves = new DeviceMovesRepository();
   const reports = new ReportsService({
     db,
@@ -37,7 +39,7 @@ export function buildReports(deps: {
     webhooks,
     reports: new ReportsRepository(),
     data: {
-      data: new ReportDataRepository(),
+      data: new ReportDataRepository(groupScan(database.dialect)),
       placements: (trx, devices) => deviceMoves.placements(trx, devices),
       movesOf: (trx, ids) => moves.forDevices(trx, ids),
       auditChainHead: (trx, accountId) => audit.chainHead(trx, accountId),
