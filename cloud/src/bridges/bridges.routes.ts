@@ -1,10 +1,9 @@
 import { z } from 'zod';
-import { notFound } from '../errors.ts';
 import { param, userOf } from '../http/context.ts';
 import { name } from '../http/inputs.ts';
 import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
-import { parseInput } from '../http/validate.ts';
+import { parseInput, siteOfBodyFirst } from '../http/validate.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
 import type { BridgesRepository } from './bridges.repository.ts';
@@ -45,11 +44,9 @@ export function bridgeRoutes(s: BridgeRoutesDeps): RouteDef[] {
       errors: ['site_not_found', 'invalid_request', 'idempotency_secret_withheld'],
       handler: async (req) => {
         const user = userOf(req.ctx);
-        const raw = req.body as { site_id?: unknown } | undefined;
-        // 404 before 400 (docs/api.md): a foreign site is not found whatever else is wrong.
-        if (typeof raw?.site_id === 'string' && !(await sites.find(db, user.accountId, raw.site_id))) {
-          throw notFound('site');
-        }
+        await siteOfBodyFirst(req.body, async (siteId) =>
+          Boolean(await sites.find(db, user.accountId, siteId)),
+        );
         const body = parseInput(CreateBridge, req.body, 'body');
         return { status: 201, body: bridges.createdView(await bridges.create(user, body)) };
       },

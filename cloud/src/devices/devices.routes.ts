@@ -5,7 +5,7 @@ import { param, userOf } from '../http/context.ts';
 import { name, queryBoolean } from '../http/inputs.ts';
 import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
-import { parseInput } from '../http/validate.ts';
+import { parseInput, siteOfBodyFirst } from '../http/validate.ts';
 import type { BridgeConnections, MqttBridge } from '../mqtt/mqtt-bridge.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
@@ -121,11 +121,9 @@ export function deviceRoutes(s: DeviceRoutesDeps): RouteDef[] {
       errors: ['site_not_found', 'local_id_taken', 'unknown_model', 'idempotency_secret_withheld'],
       handler: async (req) => {
         const user = userOf(req.ctx);
-        const raw = req.body as { site_id?: unknown } | undefined;
-        // 404 before 400 (docs/api.md): a foreign site is not found whatever else is wrong.
-        if (typeof raw?.site_id === 'string' && !(await sites.find(db, user.accountId, raw.site_id))) {
-          throw notFound('site');
-        }
+        await siteOfBodyFirst(req.body, async (siteId) =>
+          Boolean(await sites.find(db, user.accountId, siteId)),
+        );
         const body = parseInput(CreateDevice, req.body, 'body');
         return { status: 201, body: issuedView(await devices.create(user, body)) };
       },

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { InvalidRequest, type ErrorDetail } from '../errors.ts';
+import { InvalidRequest, notFound, type ErrorDetail } from '../errors.ts';
 
 /** zod issues as the `details` of a 400 `invalid_request`: `[{path, message}]`. */
 export function issuesToDetails(error: z.ZodError): ErrorDetail[] {
@@ -20,4 +20,16 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, what 
     first ? `invalid ${what}: ${first.path}: ${first.message}` : `invalid ${what}`,
     details,
   );
+}
+
+/**
+ * 404 before 400 (docs/api.md): a create body whose `site_id` names no site of the caller's account
+ * is answered `site_not_found`, whatever else in it is wrong; checked before the body is validated.
+ */
+export async function siteOfBodyFirst(
+  body: unknown,
+  exists: (siteId: string) => Promise<boolean>,
+): Promise<void> {
+  const siteId = (body as { site_id?: unknown } | null | undefined)?.site_id;
+  if (typeof siteId === 'string' && !(await exists(siteId))) throw notFound('site');
 }

@@ -1,9 +1,8 @@
 import { z } from 'zod';
-import { notFound } from '../errors.ts';
 import { param, userOf } from '../http/context.ts';
 import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
-import { parseInput } from '../http/validate.ts';
+import { parseInput, siteOfBodyFirst } from '../http/validate.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
 import { MAX_RECIPIENTS, scheduleView, type ReportSchedules } from './report-schedules.service.ts';
@@ -41,11 +40,9 @@ export function reportScheduleRoutes(s: ReportScheduleRoutesDeps): RouteDef[] {
       errors: ['site_not_found', 'invalid_request', 'unknown_template', 'unknown_language'],
       handler: async (req) => {
         const user = userOf(req.ctx);
-        const raw = req.body as { site_id?: unknown } | undefined;
-        // 404 before 400 (docs/api.md): a foreign site is not found whatever else is wrong.
-        if (typeof raw?.site_id === 'string' && !(await sites.find(db, user.accountId, raw.site_id))) {
-          throw notFound('site');
-        }
+        await siteOfBodyFirst(req.body, async (siteId) =>
+          Boolean(await sites.find(db, user.accountId, siteId)),
+        );
         const body = parseInput(CreateSchedule, req.body, 'body');
         return { status: 201, body: scheduleView(await reportSchedules.create(user, body)) };
       },

@@ -4,7 +4,7 @@ import { param, userOf } from '../http/context.ts';
 import { timestamp } from '../http/inputs.ts';
 import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
-import { parseInput } from '../http/validate.ts';
+import { parseInput, siteOfBodyFirst } from '../http/validate.ts';
 import { reportView, type ReportsService } from './reports.service.ts';
 
 /**
@@ -38,11 +38,9 @@ export function reportRoutes(s: ReportRoutesDeps): RouteDef[] {
       errors: ['site_not_found', 'invalid_request', 'unknown_template', 'unknown_language', 'invalid_period'],
       handler: async (req) => {
         const user = userOf(req.ctx);
-        const raw = req.body as { site_id?: unknown } | undefined;
-        // 404 before 400 (docs/api.md): a foreign site is not found whatever else is wrong.
-        if (typeof raw?.site_id === 'string' && !(await reports.siteExists(user.accountId, raw.site_id))) {
-          throw notFound('site');
-        }
+        await siteOfBodyFirst(req.body, async (siteId) =>
+          Boolean(await reports.siteExists(user.accountId, siteId)),
+        );
         const body = parseInput(CreateReport, req.body, 'body');
         return { status: 202, body: reportView(await reports.create(user, body)) };
       },
