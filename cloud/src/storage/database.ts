@@ -80,7 +80,9 @@ function openSqlite(file: string): Database {
     // makes the database file's mode. An existing file keeps its mode.
     fs.closeSync(fs.openSync(file, 'a', 0o600));
   }
-  const sqlite = new BetterSqlite3(file);
+  // The busy timeout first: switching to WAL takes a lock that another process starting on the same
+  // fresh file may hold for a moment, and without it the switch fails at once with SQLITE_BUSY.
+  const sqlite = new BetterSqlite3(file, { timeout: 5000 });
   sqlite.pragma('journal_mode = WAL');
   // FULL: a committed transaction survives power loss, not only a process crash (a 200 means stored).
   sqlite.pragma('synchronous = FULL');
@@ -88,7 +90,6 @@ function openSqlite(file: string): Database {
   // 16 MiB of page cache. 64 MiB bought ingest nothing measurable and cost the account export
   // (a long scan fills the cache) its memory target.
   sqlite.pragma('cache_size = -16384');
-  sqlite.pragma('busy_timeout = 5000');
   const db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   return {
     dialect: 'sqlite',
