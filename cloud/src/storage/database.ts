@@ -73,6 +73,24 @@ export function sqliteFiles(url: string): string[] {
   return file === ':memory:' ? [] : [file, `${file}-wal`, `${file}-shm`];
 }
 
+/**
+ * Switches the file to WAL. Another process opening the same fresh file at the same moment can hold
+ * the lock the switch needs, and SQLite answers SQLITE_BUSY at once there instead of calling the busy
+ * handler; the switch is tried again for up to 5 s, as the busy timeout would wait.
+ */
+function enableWal(sqlite: BetterSqlite3.Database): void {
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (let waitedMs = 0; ; waitedMs += 10) {
+    try {
+      sqlite.pragma('journal_mode = WAL');
+      return;
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'SQLITE_BUSY' || waitedMs >= 5000) throw err;
+      Atomics.wait(pause, 0, 0, 10); // start-up only: a synchronous pause of 10 ms
+    }
+  }
+}
+
 function openSqlite(file: string): Database {
   if (file !== ':memory:') {
     fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
@@ -80,10 +98,8 @@ function openSqlite(file: string): Database {
     // makes the database file's mode. An existing file keeps its mode.
     fs.closeSync(fs.openSync(file, 'a', 0o600));
   }
-  // The busy timeout first: switching to WAL takes a lock that another process starting on the same
-  // fresh file may hold for a moment, and without it the switch fails at once with SQLITE_BUSY.
   const sqlite = new BetterSqlite3(file, { timeout: 5000 });
-  sqlite.pragma('journal_mode = WAL');
+  enableWal(sqlite);
   // FULL: a committed transaction survives power loss, not only a process crash (a 200 means stored).
   sqlite.pragma('synchronous = FULL');
   sqlite.pragma('foreign_keys = ON');
