@@ -519,6 +519,8 @@ export async function gatherReportInput(deps: ReportDataDeps, report: ReportRow)
     by: who(m.created_by),
     deviceId: m.device_id,
     deviceName: deviceNames.get(m.device_id) ?? m.device_id,
+    fromSiteId: m.from_site_id,
+    toSiteId: m.to_site_id,
     fromSiteName: siteNames.get(m.from_site_id) ?? m.from_site_id,
     toSiteName: siteNames.get(m.to_site_id) ?? m.to_site_id,
     effectiveAt: m.effective_at,

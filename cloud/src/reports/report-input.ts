@@ -141,6 +141,9 @@ export interface ReportMove {
   by: string;
   deviceId: string;
   deviceName: string;
+  /** The sites by id (whether the device moved into or out of this site), and by name (printed). */
+  fromSiteId: string;
+  toSiteId: string;
   fromSiteName: string;
   toSiteName: string;
   effectiveAt: number;

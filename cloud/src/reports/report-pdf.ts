@@ -311,7 +311,7 @@ function drawChannelPage(
   }
   for (const move of input.moves.filter((m) => m.deviceId === channel.deviceId)) {
     const date = text.dateTime(move.effectiveAt);
-    if (move.toSiteName === input.site.name) facts.push(text.t('movedIn', { site: move.fromSiteName, date }));
+    if (move.toSiteId === input.site.id) facts.push(text.t('movedIn', { site: move.fromSiteName, date }));
     else facts.push(text.t('movedOut', { site: move.toSiteName, date }));
   }
   layout.paragraph(facts.join(' · '), { size: 8, muted: true });

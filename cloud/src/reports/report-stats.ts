@@ -95,9 +95,9 @@ export function presenceWindow(input: ReportInput, channel: ReportChannel): { fr
   if (channel.deviceDeletedAt !== null) to = Math.min(to, channel.deviceDeletedAt);
   for (const move of input.moves) {
     if (move.deviceId !== channel.deviceId) continue;
-    if (move.toSiteName === input.site.name && move.fromSiteName !== input.site.name) {
+    if (move.toSiteId === input.site.id && move.fromSiteId !== input.site.id) {
       from = Math.max(from, move.effectiveAt);
-    } else if (move.fromSiteName === input.site.name && move.toSiteName !== input.site.name) {
+    } else if (move.fromSiteId === input.site.id && move.toSiteId !== input.site.id) {
       to = Math.min(to, move.effectiveAt);
     }
   }

@@ -469,6 +469,8 @@ describe('edge cases', () => {
         by: 'ann@example.com',
         deviceId: 'dev_cooler',
         deviceName: 'Cooler',
+        fromSiteId: 'sit_1',
+        toSiteId: 'sit_2',
         fromSiteName: 'Brooklyn store',
         toSiteName: 'Queens store',
         effectiveAt: movedAt,

@@ -255,8 +255,18 @@ describe('the rule segments and the presence window', () => {
     const channel = { deviceId: 'dev_a', deviceDeletedAt: T0 + 20 * HOUR } as ReportChannel;
     const input = {
       report: { from: T0, to: T0 + 24 * HOUR },
-      site: { name: 'Kitchen' },
-      moves: [{ deviceId: 'dev_a', fromSiteName: 'Bar', toSiteName: 'Kitchen', effectiveAt: T0 + 2 * HOUR }],
+      // A site of the same name as the one moved from: sites are told apart by id.
+      site: { id: 'site_k', name: 'Kitchen' },
+      moves: [
+        {
+          deviceId: 'dev_a',
+          fromSiteId: 'site_b',
+          toSiteId: 'site_k',
+          fromSiteName: 'Kitchen',
+          toSiteName: 'Kitchen',
+          effectiveAt: T0 + 2 * HOUR,
+        },
+      ],
     } as unknown as ReportInput;
     expect(presenceWindow(input, channel)).toEqual({ from: T0 + 2 * HOUR, to: T0 + 20 * HOUR });
   });
