@@ -6,7 +6,7 @@
  * Layers of the cloud, from the bottom:
  *   shared/               what the cloud and the gateway both speak; imports libraries only
  *   base                  cloud/src/{clock,errors,logger}.ts
- *   infrastructure        cloud/src/config.ts, storage/, jobs/, limits/, mail/, pki/
+ *   infrastructure        cloud/src/config.ts, storage/, jobs/, limits/, mail/, pki/, hub/
  *   HTTP edge             cloud/src/http/
  *   resources, ways in    every other folder of cloud/src (<name>.routes -> .service -> .repository)
  *   composition root      cloud/src/{services,routes,app,cloud,main}.ts
@@ -15,11 +15,11 @@
  */
 
 const BASE = '^cloud/src/(clock|errors|logger)[.]ts$';
-const INFRASTRUCTURE = '^cloud/src/(config[.]ts$|(storage|jobs|limits|mail|pki)/)';
+const INFRASTRUCTURE = '^cloud/src/(config[.]ts$|(storage|jobs|limits|mail|pki|hub)/)';
 const HTTP = '^cloud/src/http/';
 const ROOT = '^cloud/src/(services|routes|app|cloud|main)[.]ts$';
 /** A folder of cloud/src that is neither the HTTP edge nor infrastructure: a resource or way in. */
-const RESOURCE = '^cloud/src/(?!(http|storage|jobs|limits|mail|pki)/)[^/]+/';
+const RESOURCE = '^cloud/src/(?!(http|storage|jobs|limits|mail|pki|hub)/)[^/]+/';
 
 export default {
   forbidden: [
@@ -69,7 +69,7 @@ export default {
     {
       name: 'infrastructure-not-up',
       severity: 'error',
-      comment: 'storage/, jobs/, limits/, mail/, pki/ and config.ts import the base and shared/ only.',
+      comment: 'storage/, jobs/, limits/, mail/, pki/, hub/ and config.ts import the base and shared/ only.',
       from: { path: INFRASTRUCTURE },
       to: { path: `${HTTP}|${RESOURCE}|${ROOT}` },
     },

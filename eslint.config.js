@@ -2,7 +2,9 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'data/', 'bench-results/', 'coverage/'] },
+  {
+    ignores: ['node_modules/', 'data/', 'bench-results/', 'coverage/', 'web/dist/', 'dist/', 'test-output/'],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -13,6 +13,7 @@ export default {
       },
     ],
   },
+  globalSetup: '<rootDir>/test/global-setup.mjs',
   testTimeout: 30000,
   maxWorkers: 2,
 };

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ChirpstackEmulator } from './emulators/chirpstack.ts';
+import { ChirpstackWebhookEmulator } from './emulators/lorawan-webhook.ts';
 import { SerialSensorEmulator } from './emulators/serial-sensor.ts';
 import { ShellyHtGen1Emulator } from './emulators/shelly-ht-gen1.ts';
 import { ShellyPlusHtEmulator } from './emulators/shelly-plus-ht.ts';
@@ -12,10 +13,14 @@ import { ShellyPlusHtEmulator } from './emulators/shelly-plus-ht.ts';
  *   shelly-plus-ht  --broker mqtt://127.0.0.1:1883 [--id shellyplusht-08b61fcb7f3c]
  *   serial          --link /tmp/ttyEMU0 [--format kv|vaisala]   (needs socat; point the gateway at --link)
  *   chirpstack      --broker mqtt://127.0.0.1:1884 | --serve 1884 [--dev-eui a84041000181c0de] [--encoding json|protobuf]
+ *   chirpstack-webhook --token whk_... [--url http://localhost:8080/v1/webhooks/chirpstack]
+ *                   [--dev-eui a84041000181c0de,a84041000181c0df] [--encoding json|protobuf]
+ *                   (ChirpStack's HTTP integration posting up events to a running cloud; the token
+ *                   and URL are what POST /v1/integrations {kind: "chirpstack"} answered)
  *
  * Common: --interval SECONDS (default 10).
  */
-const USAGE = `usage: npm run emulate -- shelly-ht-gen1|shelly-plus-ht|serial|chirpstack [options] (see hardware/emulate.ts)`;
+const USAGE = `usage: npm run emulate -- shelly-ht-gen1|shelly-plus-ht|serial|chirpstack|chirpstack-webhook [options] (see hardware/emulate.ts)`;
 
 /**
  * Runs `tick` now and every `intervalMs` (a failure is said, not fatal); the answer stops the
@@ -49,6 +54,7 @@ async function main(): Promise<void> {
       'dev-eui': { type: 'string', default: 'a84041000181c0de' },
       encoding: { type: 'string', default: 'json' },
       interval: { type: 'string', default: '10' },
+      token: { type: 'string' },
     },
   });
   const intervalMs = Number(values.interval) * 1000;
@@ -115,6 +121,22 @@ async function main(): Promise<void> {
         say(`up event for ${values['dev-eui']}`);
       };
       stop = every(intervalMs, tick, say, () => e.stop());
+      break;
+    }
+    case 'chirpstack-webhook': {
+      if (!values.token) throw new Error('--token whk_... is required (POST /v1/integrations answers it)');
+      const url = values.url ?? 'http://localhost:8080/v1/webhooks/chirpstack';
+      const e = new ChirpstackWebhookEmulator({
+        url,
+        token: values.token,
+        devEuis: values['dev-eui'].split(',').map((d) => d.trim().toLowerCase()),
+        encoding: values.encoding === 'protobuf' ? 'protobuf' : 'json',
+      });
+      say(`posting ${values.encoding} up events to ${url}?event=up every ${values.interval} s`);
+      const tick = async () => {
+        for (const r of await e.round()) say(`up ${r.devEui} -> ${r.status} ${r.body}`);
+      };
+      stop = every(intervalMs, tick, say, async () => undefined);
       break;
     }
     default:

@@ -13,6 +13,8 @@ import { loadConfig as loadGatewayConfig } from '../gateway/src/config.ts';
 import { Gateway } from '../gateway/src/gateway.ts';
 import { createLogger as createGatewayLogger } from '../gateway/src/logger.ts';
 import { ChirpstackEmulator } from '../hardware/emulators/chirpstack.ts';
+import { ChirpstackWebhookEmulator } from '../hardware/emulators/lorawan-webhook.ts';
+import { Repeat } from '../hardware/emulators/repeat.ts';
 import { SerialSensorEmulator } from '../hardware/emulators/serial-sensor.ts';
 import { ShellyHtGen1Emulator } from '../hardware/emulators/shelly-ht-gen1.ts';
 import { ShellyPlusHtEmulator } from '../hardware/emulators/shelly-plus-ht.ts';
@@ -33,10 +35,43 @@ interface Sensor {
 }
 
 /**
+ * A one-time sign-in link to the dashboard, made the way a person gets one: the cloud's sign-in
+ * request (POST /v1/auth/request) mails a code and a link, and the link is read from the mail in
+ * the outbox (no SMTP_URL in the demo). Opening it signs the browser in and lands on /app/.
+ */
+async function dashboardLink(url: string, dataDir: string, email: string): Promise<string> {
+  const outbox = path.join(dataDir, 'outbox');
+  const before = new Set(fs.existsSync(outbox) ? fs.readdirSync(outbox) : []);
+  const res = await fetch(`${url}/v1/auth/request`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email }),
+  });
+  if (res.status !== 200) throw new Error(`POST /v1/auth/request: ${res.status} ${await res.text()}`);
+  for (let i = 0; i < 500; i++) {
+    for (const file of fs.existsSync(outbox) ? fs.readdirSync(outbox) : []) {
+      if (before.has(file)) continue;
+      // Quoted-printable: soft line breaks and the encoded "=" undone.
+      const text = fs
+        .readFileSync(path.join(outbox, file), 'utf8')
+        .replace(/=\r?\n/g, '')
+        .replace(/=3D/g, '=');
+      const link = /(https?:\/\/\S+\/app\/auth\/callback\?t=[^\s"<]+)/.exec(text)?.[1];
+      if (link) return link;
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error('no sign-in mail with a link in the outbox');
+}
+
+/**
  * `npm run demo`: a cloud (SQLite, HTTP and the MQTT bridge), a gateway connected to it with the
  * bundle of POST /v1/bridges, and one of each emulated device (Shelly H&T Gen1 over HTTP, Shelly
- * Plus H&T over MQTT, a serial sensor on a socat pseudo-terminal, a ChirpStack integration). Every
- * reading the REST API returns (GET /v1/channels/{id}/measurements) is printed as it arrives.
+ * Plus H&T over MQTT, a serial sensor on a socat pseudo-terminal, a ChirpStack MQTT integration
+ * read by the gateway), and one LoRaWAN sensor arriving straight at the cloud over the ChirpStack
+ * webhook of an inbound integration (POST /v1/integrations). Every
+ * reading the REST API returns (GET /v1/channels/{id}/measurements) is printed as it arrives, after
+ * a one-time link that opens the dashboard signed in, on the demo's account.
  * `--seconds N` stops after N seconds; `--interval S` sets the emulators' report interval.
  */
 async function main(): Promise<void> {
@@ -83,6 +118,26 @@ async function main(): Promise<void> {
     `signed up bench@example.com; site ${account.siteId}; bridge ${bundle.id} (topic root ${bundle.topic_root})`,
   );
   say(`API token for your own calls: ${account.token}`);
+  const link = await dashboardLink(cloud.url, cloudConfig.dataDir, 'bench@example.com');
+  say(`dashboard, signed in as bench@example.com (a one-time link, valid 10 minutes):\n  ${link}`);
+  const lorawan = await api('POST', '/v1/integrations', {
+    kind: 'chirpstack',
+    site_id: account.siteId,
+    name: 'Demo ChirpStack',
+  });
+  say(
+    `integration ${lorawan.id}: ChirpStack posts to ${lorawan.url} with Authorization: Bearer ${lorawan.token}`,
+  );
+  const webhook = new ChirpstackWebhookEmulator({
+    url: lorawan.url!,
+    token: lorawan.token!,
+    devEuis: ['a84041000181c0ee'],
+    encoding: 'protobuf',
+  });
+  const webhookRounds = new Repeat(async () => {
+    for (const r of await webhook.round())
+      if (r.status !== 200) say(`ChirpStack webhook for ${r.devEui}: ${r.status} ${r.body}`);
+  }, intervalMs);
 
   const gwDir = path.join(dir, 'gateway');
   fs.mkdirSync(gwDir, { recursive: true });
@@ -110,6 +165,8 @@ async function main(): Promise<void> {
     YAML.stringify({
       gateway: { id: 'gw-demo', data_dir: './data', log_level: 'warn', status_interval_s: 30 },
       uplink: { bundle: './bridge.json', reconnect_min_ms: 500, reconnect_max_ms: 5000 },
+      // A free port: the cloud may already hold the page's usual 8080.
+      status_page: { host: '127.0.0.1', port: 0 },
       collectors: {
         shelly_http: { host: '127.0.0.1', port: 0 },
         shelly_mqtt: { host: '127.0.0.1', port: 0 },
@@ -130,6 +187,7 @@ async function main(): Promise<void> {
   say(
     `gateway: Shelly HTTP on 127.0.0.1:${httpPort}, Shelly MQTT on 127.0.0.1:${mqttPort}, ChirpStack broker ${chirpstackUrl}${haveSocat ? `, serial ${serial.gatewayPath}` : ''}`,
   );
+  say(`gateway status page: http://127.0.0.1:${gateway.statusPage?.port}/`);
 
   const gen1 = new ShellyHtGen1Emulator({
     url: `http://127.0.0.1:${httpPort}/`,
@@ -146,6 +204,7 @@ async function main(): Promise<void> {
   gen1.start();
   plus.start();
   chirpstack.start();
+  webhookRounds.start();
   if (haveSocat) serial.start();
   say('devices reporting; readings as the REST API returns them:\n');
 
@@ -185,6 +244,7 @@ async function main(): Promise<void> {
     stopping = true;
     clearInterval(timer);
     gen1.stop();
+    webhookRounds.stop();
     await plus.disconnect();
     await serial.stop();
     await chirpstack.stop();

@@ -27,6 +27,7 @@ export function randomBase62(bytes: number): string {
 
 export type IdPrefix =
   | 'acc'
+  | 'alr'
   | 'usr'
   | 'ses'
   | 'tok'
@@ -47,7 +48,8 @@ export type IdPrefix =
   | 'job'
   | 'mov'
   | 'whd'
-  | 'lc';
+  | 'lc'
+  | 'flg';
 
 /** A random identifier with 128 bits of entropy, e.g. `dev_4kQ…` (docs/api.md). */
 export function newId(prefix: IdPrefix): string {

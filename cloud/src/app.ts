@@ -6,11 +6,16 @@ import { BODY_LIMIT_BYTES, errorHandler, notFoundHandler } from './http/error-ha
 import { logRequest } from './http/request-log.ts';
 import { mountRoutes, type RouteDef } from './http/route-table.ts';
 import type { Logger } from './logger.ts';
-import { allRoutes } from './routes.ts';
+import { servePage, serveRoot } from './pages/pages.static.ts';
+import { publicApiEdge } from './public/public.edge.ts';
+import { allDashboardRoutes, allRoutes } from './routes.ts';
 import type { Services } from './services.ts';
 
-/** The Express app: request id, access log, body limit, the route table, 404 and the error envelope. */
-export function createApp(s: Services): { app: Express; routes: RouteDef[] } {
+/**
+ * The Express app: request id, access log, body limit, the route table (`/v1` and the dashboard's
+ * `/app/api`), 404 and the error envelope.
+ */
+export function createApp(s: Services): { app: Express; routes: RouteDef[]; dashboardRoutes: RouteDef[] } {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -33,7 +38,7 @@ export function createApp(s: Services): { app: Express; routes: RouteDef[] } {
     // Pages under /app carry magic-link tokens in their URLs: no Referer may take them elsewhere.
     if (req.path.startsWith('/app')) res.set('Referrer-Policy', 'no-referrer');
     const started = performance.now();
-    res.on('finish', () =>
+    res.on('finish', () => {
       logRequest(
         s.log,
         requestId,
@@ -43,8 +48,16 @@ export function createApp(s: Services): { app: Express; routes: RouteDef[] } {
         res.statusCode,
         started,
         req.ctx.principal,
-      ),
-    );
+      );
+      // The route's template, never the URL: ids in paths would make a series per resource.
+      const route = (req.route as { path?: unknown } | undefined)?.path;
+      s.metrics.observeRequest(
+        typeof route === 'string' ? route : 'unmatched',
+        req.method,
+        res.statusCode,
+        (performance.now() - started) / 1000,
+      );
+    });
     next();
   });
 
@@ -60,12 +73,20 @@ export function createApp(s: Services): { app: Express; routes: RouteDef[] } {
     }),
   );
 
+  // The public API: CORS and the per-address limit for every answer under it, unknown paths too.
+  app.use('/api/public', publicApiEdge(s));
+
   const routes = allRoutes(s);
-  mountRoutes(app, routes, {
+  const dashboardRoutes = allDashboardRoutes(s, routes);
+  mountRoutes(app, [...routes, ...dashboardRoutes], {
     ...s,
     sessionCookie: (secret, remainingMicros) => sessionCookie(s.config, secret, remainingMicros),
   });
+  // The dashboard's page answers every other path under /app; an unknown /app/api path is the JSON 404.
+  serveRoot(app);
+  servePage(app, 'app');
+  servePage(app, 'map');
   app.use(notFoundHandler);
   app.use(errorHandler(s.log));
-  return { app, routes };
+  return { app, routes, dashboardRoutes };
 }

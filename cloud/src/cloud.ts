@@ -38,6 +38,8 @@ export class Cloud {
   private stopping: Promise<void> | null = null;
   services!: Services;
   routes!: RouteDef[];
+  /** The dashboard's `/app/api` routes (not in the OpenAPI document). */
+  dashboardRoutes!: RouteDef[];
 
   constructor(private readonly options: CloudOptions) {}
 
@@ -70,8 +72,9 @@ export class Cloud {
     warnIfReadableByOthers([config.dataDir, ...sqliteFiles(config.databaseUrl)], log);
     await ensureMeasurementPartitions(database, clock.nowMicros(), log);
     this.services = buildServices({ config, clock, log, database, jobPollMs: this.options.jobPollMs });
-    const { app, routes } = createApp(this.services);
+    const { app, routes, dashboardRoutes } = createApp(this.services);
     this.routes = routes;
+    this.dashboardRoutes = dashboardRoutes;
     // Device ingest first, straight from Node's HTTP server; everything else through Express.
     const fastPath = ingestFastPath(this.services);
     this.server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
@@ -90,6 +93,7 @@ export class Cloud {
     this.services.jobs.start();
     this.services.rules.start();
     this.services.reportSchedules.start();
+    this.services.alertEngine.start();
     this.maintenance = setInterval(() => void this.runMaintenance(), MAINTENANCE_INTERVAL_MS);
     this.maintenance.unref();
     log.info({ url: this.url, database: database.dialect }, 'cloud started');
@@ -137,6 +141,20 @@ export class Cloud {
     return `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${address.port}`;
   }
 
+  /**
+   * A stop the load balancer sees coming: `/readyz` answers 503 at once, requests keep being served
+   * for SHUTDOWN_DRAIN_MS (the balancer's checks notice meanwhile), then `stop()` closes the listener
+   * and finishes what is in flight.
+   */
+  async drainAndStop(): Promise<void> {
+    if (!this.stopping && this.services) {
+      this.services.health.startDraining();
+      this.services.log.info({ drain_ms: this.config.shutdownDrainMs }, 'draining before stop');
+      await new Promise((resolve) => setTimeout(resolve, this.config.shutdownDrainMs));
+    }
+    return this.stop();
+  }
+
   stop(): Promise<void> {
     this.stopping ??= this.shutdown();
     return this.stopping;
@@ -144,11 +162,14 @@ export class Cloud {
 
   private async shutdown(): Promise<void> {
     if (this.maintenance) clearInterval(this.maintenance);
+    this.services?.health.startDraining();
     // MQTT first: its publishes in progress still need the ingest core and the database.
     if (this.services) await this.services.mqtt.stop();
     const server = this.server;
     if (server) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // The dashboard's event streams stay open until ended: the server waits for them.
+      this.services?.liveStreams.closeAll();
       server.closeIdleConnections();
       await closed;
     }
@@ -159,6 +180,7 @@ export class Cloud {
         .catch((err: unknown) => this.services?.log.error({ err }, 'rate-limit counters not written'));
       await this.services.rules.stop();
       await this.services.reportSchedules.stop();
+      await this.services.alertEngine.stop();
       // No more ingest: fold the journal's rest, so a clean stop leaves derived state complete.
       await this.services.ingest
         .stop()

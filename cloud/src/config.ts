@@ -57,6 +57,7 @@ const EnvSchema = z.object({
   RATE_LIMIT_INGEST_PER_MIN: positiveInt.default(60),
   RATE_LIMIT_READ_PER_MIN: positiveInt.default(120),
   RATE_LIMIT_REPORT_PER_MIN: positiveInt.default(4),
+  RATE_LIMIT_PUBLIC_PER_MIN: positiveInt.default(600),
   RATE_LIMIT_SYNC_MS: wholeNumber.pipe(z.number().max(60_000)).optional(),
   WEBHOOK_ALLOW_PRIVATE: bool.default(false),
   TRUST_PROXY: z
@@ -73,6 +74,21 @@ const EnvSchema = z.object({
       return list;
     })
     .optional(),
+  METRICS_ALLOW: z
+    .string()
+    .transform((v, ctx) => {
+      const list = v.split(',').map((a) => a.trim());
+      try {
+        proxyaddr.compile(list);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        return z.NEVER;
+      }
+      return list;
+    })
+    .optional(),
+  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  SHUTDOWN_DRAIN_MS: wholeNumber.pipe(z.number().max(600_000)).default(5000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -83,6 +99,8 @@ export interface RateLimits {
   readonly ingestPerMin: number;
   readonly readPerMin: number;
   readonly reportPerMin: number;
+  /** Requests per minute per client address on the public API (`/api/public`). */
+  readonly publicPerMin: number;
 }
 
 export interface Config {
@@ -127,6 +145,15 @@ export interface Config {
    */
   readonly trustProxy: number | readonly string[] | null;
   readonly logLevel: string;
+  /**
+   * SHUTDOWN_DRAIN_MS: on SIGTERM the process answers `/readyz` with 503 and keeps serving for this
+   * long, so the load balancer takes it out before the listener closes.
+   */
+  readonly shutdownDrainMs: number;
+  /** METRICS_ALLOW: addresses and networks `GET /metrics` answers (proxy-addr's syntax); loopback by default. */
+  readonly metricsAllow: readonly string[];
+  /** METRICS_TOKEN: a bearer token that opens `GET /metrics` from anywhere; null: none. */
+  readonly metricsToken: string | null;
 }
 
 export class ConfigError extends Error {}
@@ -189,11 +216,15 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       ingestPerMin: e.RATE_LIMIT_INGEST_PER_MIN,
       readPerMin: e.RATE_LIMIT_READ_PER_MIN,
       reportPerMin: e.RATE_LIMIT_REPORT_PER_MIN,
+      publicPerMin: e.RATE_LIMIT_PUBLIC_PER_MIN,
     }),
     rateLimitSyncMs: e.RATE_LIMIT_SYNC_MS,
     webhookAllowPrivate: e.WEBHOOK_ALLOW_PRIVATE,
     trustProxy: e.TRUST_PROXY ?? null,
     logLevel: e.LOG_LEVEL,
+    shutdownDrainMs: e.SHUTDOWN_DRAIN_MS,
+    metricsAllow: e.METRICS_ALLOW ?? ['loopback'],
+    metricsToken: e.METRICS_TOKEN ?? null,
   });
 }
 

@@ -90,3 +90,10 @@ export class DatabaseUnavailable extends ApiError {
 export function notFound(resource: string): NotFound {
   return new NotFound(`${resource}_not_found`, `${resource.replace(/_/g, ' ')} not found`);
 }
+
+/** The process takes no new work: it is stopping (draining for the balancer) or its schema is behind. */
+export class NotReady extends ApiError {
+  constructor(message: string) {
+    super(503, 'not_ready', message);
+  }
+}

@@ -26,23 +26,34 @@ function decoded(part: string): string {
   }
 }
 
+function holdsSecret(value: string): boolean {
+  return SECRET_PREFIXES.some((p) => value.includes(p));
+}
+
 /**
  * `/v1/ingest/shelly?token=ds_live_x&device=a` → `/v1/ingest/shelly?token=[redacted]&device=a`.
  * Keys are compared as the server reads them (percent-decoded, any case: `%74oken` is `token`), and
- * any value that is a secret by its prefix is redacted whatever its key.
+ * any value that holds a secret by its prefix is redacted whatever its key. A path segment that holds
+ * one (a token pasted into a URL) is redacted too.
  */
 export function redactUrl(url: string): string {
   const q = url.indexOf('?');
-  if (q < 0) return url;
+  const pathEnd = q < 0 ? url.length : q;
+  const path = url
+    .slice(0, pathEnd)
+    .split('/')
+    .map((segment) => (holdsSecret(decoded(segment)) ? '[redacted]' : segment))
+    .join('/');
+  if (q < 0) return path;
   const hash = url.indexOf('#', q);
   const query = url.slice(q + 1, hash < 0 ? undefined : hash);
   const pairs = query.split('&').map((pair) => {
     const eq = pair.indexOf('=');
-    if (eq < 0) return pair;
+    if (eq < 0) return holdsSecret(decoded(pair)) ? '[redacted]' : pair;
     const key = decoded(pair.slice(0, eq)).trim().toLowerCase();
     const value = decoded(pair.slice(eq + 1)).trim();
-    const secret = SECRET_KEYS.has(key) || SECRET_PREFIXES.some((p) => value.startsWith(p));
-    return secret ? `${pair.slice(0, eq)}=[redacted]` : pair;
+    const secret = SECRET_KEYS.has(key) || holdsSecret(value) || holdsSecret(key);
+    return secret ? `${holdsSecret(key) ? '[redacted]' : pair.slice(0, eq)}=[redacted]` : pair;
   });
-  return `${url.slice(0, q + 1)}${pairs.join('&')}${hash < 0 ? '' : url.slice(hash)}`;
+  return `${path}?${pairs.join('&')}${hash < 0 ? '' : url.slice(hash)}`;
 }

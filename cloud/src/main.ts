@@ -27,7 +27,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     process.stdout.write(`${signal}: finishing in-flight requests and jobs\n`);
-    cloud.stop().then(
+    cloud.drainAndStop().then(
       () => process.exit(0),
       (err: unknown) => {
         process.stderr.write(`shutdown failed: ${String(err)}\n`);

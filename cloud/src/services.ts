@@ -1,4 +1,5 @@
 import { buildAccounts } from './accounts/accounts.build.ts';
+import { buildAlertRules } from './alert-rules/alert-rules.build.ts';
 import { buildAudit } from './audit/audit.build.ts';
 import { buildAuth } from './auth/auth.build.ts';
 import type { Clock } from './clock.ts';
@@ -6,15 +7,21 @@ import type { Config } from './config.ts';
 import { buildDevices } from './devices/devices.build.ts';
 import { buildEvents } from './events/events.build.ts';
 import { buildExport } from './export/export.build.ts';
+import { buildHealth } from './health/health.build.ts';
 import { buildIngest } from './ingest/ingest.build.ts';
+import { buildLive } from './live/live.build.ts';
+import { InProcessHub } from './hub/notification-hub.ts';
+import { buildIntegrations } from './integrations/integrations.build.ts';
 import { JobQueue } from './jobs/job-queue.ts';
 import { IdempotencyStore } from './limits/idempotency.ts';
 import { RateLimiter } from './limits/rate-limiter.ts';
 import type { Logger } from './logger.ts';
 import { MAIL_JOB, mailJobHandler } from './mail/mail-job.ts';
 import { Mailer } from './mail/mailer.ts';
+import { buildMetrics } from './metrics/metrics.build.ts';
 import { buildMeasurements } from './measurements/measurements.build.ts';
 import { buildMqtt } from './mqtt/mqtt.build.ts';
+import { buildPublic } from './public/public.build.ts';
 import { buildReportSchedules } from './report-schedules/report-schedules.build.ts';
 import { buildReports } from './reports/reports.build.ts';
 import { buildRetention } from './retention/retention.build.ts';
@@ -34,7 +41,11 @@ export interface ServicesDeps {
   jobPollMs?: number;
 }
 
-/** What every resource may build on: configuration, clock, logger, the database, mail, jobs, limits. */
+/**
+ * What every resource may build on: configuration, clock, logger, the database, mail, jobs, limits,
+ * and the hub of change notifications (one process's; replicas would share one through Redis or
+ * PostgreSQL behind the same interface).
+ */
 function buildPlatform(deps: ServicesDeps) {
   const { config, clock, log, database } = deps;
   const db = database.db;
@@ -53,7 +64,11 @@ function buildPlatform(deps: ServicesDeps) {
     syncMs: config.rateLimitSyncMs,
   });
   const idempotency = new IdempotencyStore({ db, clock });
-  return { config, clock, log, database, db, mailer, jobs, rateLimiter, idempotency };
+  const hubLog = log.child({ module: 'hub' });
+  const hub = new InProcessHub({
+    onError: (err, topic) => hubLog.error({ err, topic }, 'hub listener failed'),
+  });
+  return { config, clock, log, database, db, mailer, jobs, rateLimiter, idempotency, hub };
 }
 
 /**
@@ -76,6 +91,7 @@ class Composition<S extends object> {
  */
 function composeServices(deps: ServicesDeps) {
   return new Composition(buildPlatform(deps))
+    .with(buildMetrics)
     .with(buildAudit)
     .with(buildAccounts)
     .with(buildTokens)
@@ -83,6 +99,7 @@ function composeServices(deps: ServicesDeps) {
     .with(buildSites)
     .with(buildDevices)
     .with(buildIngest)
+    .with(buildIntegrations)
     .with(buildWebhooks)
     .with(buildRules)
     .with(buildEvents)
@@ -90,10 +107,14 @@ function composeServices(deps: ServicesDeps) {
     .with(buildSilences)
     .with(buildMqtt)
     .with(buildMeasurements)
+    .with(buildPublic)
     .with(buildRetention)
     .with(buildExport)
     .with(buildReports)
-    .with(buildReportSchedules).built;
+    .with(buildReportSchedules)
+    .with(buildAlertRules)
+    .with(buildLive)
+    .with(buildHealth).built;
 }
 
 /** The services by name (`s.devices`, `s.rules`, ...): the slices of every builder together. */

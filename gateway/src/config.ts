@@ -4,6 +4,7 @@ import path from 'node:path';
 import { X509Certificate } from 'node:crypto';
 import YAML from 'yaml';
 import { z } from 'zod';
+import { PAYLOAD_DECODERS } from '../../shared/lorawan/payload-decoders.ts';
 import { DEVICE_ID } from './reading.ts';
 
 /**
@@ -82,8 +83,8 @@ const SerialSchema = z
 const ChirpstackDeviceSchema = z
   .object({
     model: model.default('lorawan-generic'),
-    /** Decodes `data` when the network server sent no decoded `object`. */
-    decoder: z.enum(['none', 'cayenne-lpp']).default('none'),
+    /** Decodes `data` when the network server sent no decoded `object`; `none`: the model's decoder. */
+    decoder: z.enum(PAYLOAD_DECODERS).default('none'),
     /** A downlink sent on `cmd/identify` (device-specific; most sensors have none). */
     identify: z
       .object({ f_port: z.number().int().min(1).max(223), data_hex: z.string().regex(/^([0-9a-fA-F]{2})+$/) })
@@ -108,6 +109,9 @@ const ChirpstackSchema = z
     /** A fixed client id with a persistent session, so the broker keeps uplinks while the gateway restarts. */
     client_id: z.string().min(1).max(64).optional(),
     encoding: z.enum(['auto', 'json', 'protobuf']).default('auto'),
+    /** Reconnect backoff to the broker: the first wait's ceiling, doubled per attempt up to the max. */
+    reconnect_min_ms: z.number().int().positive().default(1_000),
+    reconnect_max_ms: z.number().int().positive().default(60_000),
     /** Devices by DevEUI (lower-case hex). */
     devices: z
       .record(
@@ -115,7 +119,7 @@ const ChirpstackSchema = z
         ChirpstackDeviceSchema,
       )
       .default({}),
-    default_decoder: z.enum(['none', 'cayenne-lpp']).default('none'),
+    default_decoder: z.enum(PAYLOAD_DECODERS).default('none'),
   })
   .strict();
 
@@ -144,6 +148,15 @@ const FileSchema = z
         reconnect_max_ms: z.number().int().positive().default(60_000),
       })
       .strict(),
+    /** The read-only status page on the LAN (status-page.ts), for an installer without a shell. */
+    status_page: z
+      .object({
+        enabled: z.boolean().default(true),
+        host: z.string().min(1).default('0.0.0.0'),
+        port: z.number().int().min(0).max(65535).default(8080),
+      })
+      .strict()
+      .default({ enabled: true, host: '0.0.0.0', port: 8080 }),
     buffer: z
       .object({
         /** Readings held at most; when full, new readings are refused and old ones kept. */
@@ -206,6 +219,8 @@ export interface GatewayConfig {
   readonly statusIntervalMs: number;
   readonly uplink: UplinkConfig;
   readonly bufferCapacity: number;
+  /** Where the status page listens; null when disabled. */
+  readonly statusPage: { readonly host: string; readonly port: number } | null;
   readonly collectors: Readonly<FileConfig['collectors']>;
 }
 
@@ -311,6 +326,7 @@ export function loadConfig(file: string): GatewayConfig {
       reconnectMaxMs: Math.max(c.uplink.reconnect_max_ms, c.uplink.reconnect_min_ms),
     },
     bufferCapacity: c.buffer.capacity,
+    statusPage: c.status_page.enabled ? { host: c.status_page.host, port: c.status_page.port } : null,
     collectors,
   });
 }

@@ -7,14 +7,22 @@ import type { CheckResult, Collector, CollectorDeps, IdentifyResult } from './co
 import { createCollectors } from './collectors/index.ts';
 import type { GatewayConfig } from './config.ts';
 import type { Logger } from './logger.ts';
+import type { ReadingSink } from './reading.ts';
+import { StatusPage } from './status-page.ts';
 import { GatewayStatus, type StatusSnapshot } from './status.ts';
 import { probeUplink, Uplink } from './uplink/uplink.ts';
 
-export const GATEWAY_VERSION: string = (
-  JSON.parse(fs.readFileSync(path.resolve(import.meta.dirname, '../../package.json'), 'utf8')) as {
-    version: string;
-  }
-).version;
+/** Set by the production build (scripts/build-gateway.ts), which has no package.json beside it. */
+declare const GATEWAY_BUILD_VERSION: string | undefined;
+
+export const GATEWAY_VERSION: string =
+  typeof GATEWAY_BUILD_VERSION === 'string'
+    ? GATEWAY_BUILD_VERSION
+    : (
+        JSON.parse(fs.readFileSync(path.resolve(import.meta.dirname, '../../package.json'), 'utf8')) as {
+          version: string;
+        }
+      ).version;
 
 export interface CheckReport {
   ok: boolean;
@@ -34,6 +42,7 @@ export class Gateway {
   readonly intake: Intake;
   collectors: Collector[] = [];
   readonly uplink: Uplink;
+  readonly statusPage: StatusPage | null;
   private readonly log: Logger;
   private abort: AbortController | null = null;
   private statusTimer: NodeJS.Timeout | null = null;
@@ -50,8 +59,26 @@ export class Gateway {
       log: log.child({ module: 'buffer' }),
     });
     this.intake = new Intake({ queue: this.queue, clock, log: log.child({ module: 'intake' }) });
+    // The intake, noting each buffered reading for the status page's "last readings".
+    const sink: ReadingSink = {
+      accept: (reading) =>
+        this.intake.accept(reading).then(() =>
+          this.status.noteReading({
+            device: reading.device,
+            at: Math.floor((reading.ts ?? clock.nowMicros()) / 1000),
+            measurements: reading.measurements.map(({ kind, label, value, unit }) => ({
+              kind,
+              label,
+              value,
+              unit,
+            })),
+          }),
+        ),
+      deviceState: (state) => this.intake.deviceState(state),
+      deviceInfo: (info) => this.intake.deviceInfo(info),
+    };
     this.collectorDeps = (name) => ({
-      sink: this.intake,
+      sink,
       clock,
       log: log.child({ module: `collector:${name}` }),
       counters: this.status.collector(name),
@@ -65,6 +92,15 @@ export class Gateway {
       log: log.child({ module: 'uplink' }),
       identify: (device) => this.identify(device),
     });
+    this.statusPage = config.statusPage
+      ? new StatusPage({
+          ...config.statusPage,
+          gatewayId: config.gatewayId,
+          version: GATEWAY_VERSION,
+          snapshot: () => this.status.snapshot(),
+          log: log.child({ module: 'status-page' }),
+        })
+      : null;
     this.status.setBufferProbe(() => {
       const oldest = this.queue.oldestTs();
       return {
@@ -90,6 +126,7 @@ export class Gateway {
     this.queue.open();
     for (const c of this.collectors) await c.start(this.abort.signal);
     this.uplink.start();
+    await this.statusPage?.start();
     this.statusTimer = setInterval(() => this.logStatus(), this.deps.config.statusIntervalMs);
     this.statusTimer.unref();
     this.log.info(
@@ -97,13 +134,16 @@ export class Gateway {
         gatewayId: this.deps.config.gatewayId,
         version: GATEWAY_VERSION,
         collectors: this.collectors.map((c) => c.name),
+        statusPort: this.statusPage?.port ?? null,
       },
       'gateway started',
     );
   }
 
+  /** The periodic status line: the snapshot without the last readings (the page shows those). */
   logStatus(): void {
-    this.log.info({ status: this.status.snapshot(), clockFallbacks: this.intake.clockFallbacks }, 'status');
+    const { recent: _recent, ...status } = this.status.snapshot();
+    this.log.info({ status, clockFallbacks: this.intake.clockFallbacks }, 'status');
   }
 
   /** Routes a `cmd/identify` downlink to the collector that knows the device. */
@@ -123,6 +163,7 @@ export class Gateway {
     this.abort.abort();
     if (this.statusTimer) clearInterval(this.statusTimer);
     this.statusTimer = null;
+    await this.statusPage?.stop();
     for (const c of this.collectors) {
       try {
         await c.stop();
@@ -132,7 +173,8 @@ export class Gateway {
     }
     await this.uplink.stop();
     this.queue.close();
-    this.log.info({ status: this.status.snapshot() }, 'gateway stopped');
+    const { recent: _recent, ...status } = this.status.snapshot();
+    this.log.info({ status }, 'gateway stopped');
   }
 
   /** `--check`: the buffer, the uplink and each collector, probed without running the gateway. */

@@ -4,7 +4,8 @@ import { Gateway } from './gateway.ts';
 import { createLogger } from './logger.ts';
 
 /**
- * `npm run gateway -- --config FILE [--check | --validate]`. --validate only checks the file. With --check: validate the configuration, probe the
+ * `npm run gateway -- --config FILE [--check | --validate]` (the production build:
+ * `node dist/gateway/gateway.mjs --config FILE ...`). --validate only checks the file. With --check: validate the configuration, probe the
  * buffer, the uplink and each collector, print what was found and exit 0 when all is well, 1 when
  * not. Without it: run until SIGTERM/SIGINT. A configuration error exits 2.
  */
@@ -18,7 +19,9 @@ async function main(): Promise<void> {
     },
   });
   if (values.help || !values.config) {
-    process.stdout.write('usage: npm run gateway -- --config FILE [--check | --validate]\n');
+    process.stdout.write(
+      'usage: node gateway.mjs --config FILE [--check | --validate]  (from a checkout: npm run gateway -- ...)\n',
+    );
     process.exit(values.help ? 0 : 2);
   }
   let config: GatewayConfig;

@@ -1,7 +1,7 @@
 /**
  * The gateway's own status in one place (docs/design/gateway.md): buffer depth and oldest reading
  * age, uplink state, per-collector counters. Modules hold a reference to their part and update it;
- * `snapshot()` is what the periodic status log line and `--check` print.
+ * `snapshot()` is what the periodic status log line, `--check` and the status page show.
  */
 export interface CollectorCounters {
   /** Messages or lines received from devices, before any judgement. */
@@ -12,6 +12,11 @@ export interface CollectorCounters {
   invalid: number;
   /** Readings refused because the buffer was full or could not be written. */
   refused: number;
+  /**
+   * Of the refused, those gone for good because their source cannot send them again (a serial line;
+   * an MQTT message is withheld its acknowledgement instead and comes back).
+   */
+  lost: number;
   /** Connection or I/O errors of the input itself (port gone, broker down). */
   errors: number;
   /** A free-form state such as `listening`, `open`, `reconnecting`. */
@@ -41,11 +46,24 @@ export interface BufferStatus {
   deadLetters: number;
 }
 
+/** A reading as the buffer took it, for the status page. */
+export interface RecentReading {
+  device: string;
+  /** When it was taken (its own time, else when the gateway received it), ms since the epoch. */
+  at: number;
+  measurements: { kind: string; label: string | null; value: number; unit: string }[];
+}
+
 export interface StatusSnapshot {
   buffer: BufferStatus;
   uplink: UplinkStatus;
   collectors: Record<string, CollectorCounters>;
+  /** The last readings buffered, newest first (at most RECENT_READINGS). */
+  recent: RecentReading[];
 }
+
+/** How many buffered readings the status keeps for the status page. */
+export const RECENT_READINGS = 20;
 
 export class GatewayStatus {
   readonly uplink: UplinkStatus = {
@@ -58,6 +76,7 @@ export class GatewayStatus {
     lastError: null,
   };
   private readonly collectors = new Map<string, CollectorCounters>();
+  private readonly recent: RecentReading[] = [];
   private bufferProbe: () => BufferStatus = () => ({
     depth: 0,
     capacity: 0,
@@ -68,7 +87,7 @@ export class GatewayStatus {
   collector(name: string): CollectorCounters {
     let c = this.collectors.get(name);
     if (!c) {
-      c = { received: 0, accepted: 0, invalid: 0, refused: 0, errors: 0, state: 'stopped' };
+      c = { received: 0, accepted: 0, invalid: 0, refused: 0, lost: 0, errors: 0, state: 'stopped' };
       this.collectors.set(name, c);
     }
     return c;
@@ -82,6 +101,12 @@ export class GatewayStatus {
     if (error !== undefined) this.uplink.lastError = error;
   }
 
+  /** Notes a reading the buffer took; only the last RECENT_READINGS are kept. */
+  noteReading(reading: RecentReading): void {
+    this.recent.unshift(reading);
+    if (this.recent.length > RECENT_READINGS) this.recent.length = RECENT_READINGS;
+  }
+
   /** The buffer reports itself through this probe (it queries SQLite only when asked). */
   setBufferProbe(probe: () => BufferStatus): void {
     this.bufferProbe = probe;
@@ -92,6 +117,7 @@ export class GatewayStatus {
       buffer: this.bufferProbe(),
       uplink: { ...this.uplink },
       collectors: Object.fromEntries([...this.collectors].map(([k, v]) => [k, { ...v }])),
+      recent: this.recent.map((r) => ({ ...r })),
     };
   }
 }

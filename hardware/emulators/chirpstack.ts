@@ -8,23 +8,14 @@ import integration from '@chirpstack/chirpstack-api/integration/integration_pb.j
 import gw from '@chirpstack/chirpstack-api/gw/gw_pb.js';
 import structPb from 'google-protobuf/google/protobuf/struct_pb.js';
 import timestampPb from 'google-protobuf/google/protobuf/timestamp_pb.js';
+import { cayenneLpp } from './payloads.ts';
 import { climate, type ClimateValues } from './values.ts';
+
+export { cayenneLpp };
 
 // CommonJS modules without named exports Node can see: take the classes off the default export.
 const { Struct } = structPb;
 const { Timestamp } = timestampPb;
-
-/** Cayenne LPP bytes for a temperature (channel 1) and a humidity (channel 2). */
-export function cayenneLpp(temperature: number, humidity: number): Buffer {
-  const b = Buffer.alloc(7);
-  b.writeUInt8(1, 0);
-  b.writeUInt8(0x67, 1);
-  b.writeInt16BE(Math.round(temperature * 10), 2);
-  b.writeUInt8(2, 4);
-  b.writeUInt8(0x68, 5);
-  b.writeUInt8(Math.round(humidity * 2), 6);
-  return b;
-}
 
 export interface UplinkValues extends Partial<ClimateValues> {
   /** The network server's receive time, ms since the epoch (default now). */

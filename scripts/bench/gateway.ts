@@ -71,7 +71,7 @@ async function writeRates(dir: string): Promise<{ single: number; burst: number 
 }
 
 /** Fills the gateway's buffer file with `n` readings, oldest first, an hour back from now. */
-async function fill(file: string, n: number): Promise<void> {
+export async function fill(file: string, n: number): Promise<void> {
   const queue = new ReadingQueue({ file, capacity: n + 1, log: silent });
   queue.open();
   const intake = new Intake({ queue, clock: systemClock, log: silent });
@@ -121,6 +121,7 @@ export async function benchGateway(): Promise<GatewayBenchRow[]> {
           gateway: { id: 'gw-bench', data_dir: './data', log_level: 'info', status_interval_s: 1 },
           uplink: { bundle: './bridge.json', inflight: Number(process.env.BENCH_GATEWAY_INFLIGHT ?? 200) },
           buffer: { capacity: READINGS * 2 },
+          status_page: { host: '127.0.0.1', port: 0 },
           collectors: {},
         }),
       );

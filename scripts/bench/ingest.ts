@@ -9,6 +9,7 @@ import {
   tempDir,
   throwawayPostgres,
   type ServerProcess,
+  roundKnobs,
 } from './lib.ts';
 
 /**
@@ -28,10 +29,8 @@ import {
  * spread, and what limited it: the load generator (its one thread busy), the machine (no core idle)
  * or else the server.
  */
-const DURATION_S = Number(process.env.BENCH_DURATION ?? 5);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const { durationS: DURATION_S, rounds: ROUNDS, warmUpS: WARM_UP_S } = roundKnobs(3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
-const WARM_UP_S = Number(process.env.BENCH_WARM_UP ?? 3);
 const DEVICES = 50;
 const KINDS = [
   'temperature',

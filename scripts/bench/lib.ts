@@ -37,6 +37,19 @@ export function memoryMiB(pid: number): { rss: number; hwm: number } {
 }
 
 /** The middle value (of an even count, the upper of the two middle ones). */
+/**
+ * The knobs every bench that compares targets in rounds reads from the environment: how long each
+ * load runs (`BENCH_DURATION`, seconds), how many rounds (`BENCH_ROUNDS`) and how long each target
+ * warms up first (`BENCH_WARM_UP`, seconds; the default is the bench's own).
+ */
+export function roundKnobs(warmUpDefaultS: number): { durationS: number; rounds: number; warmUpS: number } {
+  return {
+    durationS: Number(process.env.BENCH_DURATION ?? 5),
+    rounds: Number(process.env.BENCH_ROUNDS ?? 3),
+    warmUpS: Number(process.env.BENCH_WARM_UP ?? warmUpDefaultS),
+  };
+}
+
 export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)]!;

@@ -16,6 +16,7 @@ import {
   tempDir,
   throwawayPostgres,
   type ServerProcess,
+  roundKnobs,
 } from './lib.ts';
 
 /**
@@ -29,9 +30,7 @@ import {
  * the spread (min–max) of the rounds. The load generator (mqtt.js) runs in this process, one thread:
  * each round records its CPU, the server's and the machine's, and the row names what limited it.
  */
-const DURATION_S = Number(process.env.BENCH_DURATION ?? 5);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-const WARM_UP_S = Number(process.env.BENCH_WARM_UP ?? 2);
+const { durationS: DURATION_S, rounds: ROUNDS, warmUpS: WARM_UP_S } = roundKnobs(2);
 const PUBLISHERS = Number(process.env.BENCH_MQTT_PUBLISHERS ?? 8);
 /** The gateway's default uplink window (gateway/src/config.ts). */
 const WINDOW = Number(process.env.BENCH_MQTT_WINDOW ?? 100);

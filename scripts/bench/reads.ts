@@ -21,6 +21,7 @@ import {
   tempDir,
   throwawayPostgres,
   type ServerProcess,
+  roundKnobs,
 } from './lib.ts';
 
 /**
@@ -392,9 +393,7 @@ export interface ReadRateRow {
 
 const RATE_DEVICES = 50;
 const RATE_DAY_POINTS = 1440;
-const RATE_ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-const RATE_DURATION_S = Number(process.env.BENCH_DURATION ?? 5);
-const RATE_WARM_UP_S = Number(process.env.BENCH_WARM_UP ?? 3);
+const { durationS: RATE_DURATION_S, rounds: RATE_ROUNDS, warmUpS: RATE_WARM_UP_S } = roundKnobs(3);
 const RATE_CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 
 /**

@@ -1,7 +1,10 @@
 import { benchGateway, gatewayTable } from './gateway.ts';
+import { benchGatewayBundle, gatewayBundleTable } from './gateway-bundle.ts';
 import { benchIngest, ingestTable } from './ingest.ts';
+import { benchIntegrations, integrationsTable } from './integrations.ts';
 import { printTable, writeResults } from './lib.ts';
 import { benchMqtt, mqttTable } from './mqtt.ts';
+import { benchPublicApi, publicApiTable } from './public-api.ts';
 import { benchReports, reportsTable } from './reports.ts';
 import {
   benchReadRate,
@@ -17,7 +20,7 @@ import {
  * `npm run bench`: every benchmark, each against its baseline measured in the same run.
  * PostgreSQL runs when BENCH_DATABASE_URL (or TEST_DATABASE_URL) names a server, InfluxDB (ingest)
  * when influxd is installed (scripts/bench/influx.ts); BENCH_ONLY picks one benchmark by name
- * (`read-rate` is the first part of `reads` alone).
+ * (`read-rate` is the first part of `reads` alone; `public-api` is the public map's bbox read).
  */
 const postgres =
   process.env.BENCH_DATABASE_URL ??
@@ -34,6 +37,14 @@ async function main(): Promise<void> {
     const rows = await benchIngest(postgres === 'none' ? null : postgres);
     results.ingest = rows;
     printTable('Ingest (POST /v1/ingest; InfluxDB: POST /write; keep-alive)', ...ingestTable(rows));
+  }
+  if (!only || only === 'integrations') {
+    const rows = await benchIntegrations(postgres === 'none' ? null : postgres);
+    results.integrations = rows;
+    printTable(
+      'LoRaWAN webhook deliveries (ChirpStack up events vs POST /v1/ingest, same server, same rounds)',
+      ...integrationsTable(rows),
+    );
   }
   if (!only || only === 'rollup-cost') {
     const rows = await benchRollupCost(postgres === 'none' ? null : postgres);
@@ -74,12 +85,28 @@ async function main(): Promise<void> {
     results.gateway = rows;
     printTable('Gateway (buffer, drain of a backlog to a local cloud, RSS)', ...gatewayTable(rows));
   }
+  if (!only || only === 'gateway-bundle') {
+    const rows = await benchGatewayBundle();
+    results.gatewayBundle = rows;
+    printTable(
+      'Gateway production build vs the tsx start (RSS idle and draining a backlog; rounds alternate)',
+      ...gatewayBundleTable(rows),
+    );
+  }
   if (!only || only === 'reports') {
     const rows = await benchReports(postgres === 'none' ? null : postgres);
     results.reports = rows;
     printTable(
       'Reports (haccp_monthly, 31 days x 50 channels of 1-minute data; baseline: one raw read of every row)',
       ...reportsTable(rows),
+    );
+  }
+  if (!only || only === 'public-api') {
+    const rows = await benchPublicApi();
+    results.publicApi = rows;
+    printTable(
+      'Public API (GET /api/public/sensors?bbox over 10,000 public pins, SQLite; baseline: a bare Express route)',
+      ...publicApiTable(rows),
     );
   }
   const file = writeResults('bench', results);

@@ -48,10 +48,13 @@ describe('loadConfig', () => {
       retentionDays: 730,
       jobRetentionDays: 7,
       rateLimitMode: 'enforce',
-      rateLimits: { mgmtPerMin: 600, ingestPerMin: 60, readPerMin: 120, reportPerMin: 4 },
+      rateLimits: { mgmtPerMin: 600, ingestPerMin: 60, readPerMin: 120, reportPerMin: 4, publicPerMin: 600 },
       webhookAllowPrivate: false,
       trustProxy: null,
       logLevel: 'info',
+      shutdownDrainMs: 5000,
+      metricsAllow: ['loopback'],
+      metricsToken: null,
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.rateLimits)).toBe(true);
@@ -78,9 +81,13 @@ describe('loadConfig', () => {
       RATE_LIMIT_INGEST_PER_MIN: '6',
       RATE_LIMIT_READ_PER_MIN: '7',
       RATE_LIMIT_REPORT_PER_MIN: '8',
+      RATE_LIMIT_PUBLIC_PER_MIN: '9',
       WEBHOOK_ALLOW_PRIVATE: '1',
       TRUST_PROXY: 'loopback, 10.0.0.0/8',
       LOG_LEVEL: 'debug',
+      SHUTDOWN_DRAIN_MS: '10000',
+      METRICS_ALLOW: '10.1.0.0/16, 127.0.0.1',
+      METRICS_TOKEN: 'scrape-token-0123456789',
       MQTT_HOST: '0.0.0.0',
       MQTT_URL: 'mqtts://mqtt.example.com:8883',
       MQTT_TLS_HOSTS: 'mqtt.example.com,10.0.0.5',
@@ -116,10 +123,13 @@ describe('loadConfig', () => {
       retentionDays: 365,
       jobRetentionDays: 14,
       rateLimitMode: 'warn',
-      rateLimits: { mgmtPerMin: 5, ingestPerMin: 6, readPerMin: 7, reportPerMin: 8 },
+      rateLimits: { mgmtPerMin: 5, ingestPerMin: 6, readPerMin: 7, reportPerMin: 8, publicPerMin: 9 },
       webhookAllowPrivate: true,
       trustProxy: ['loopback', '10.0.0.0/8'],
       logLevel: 'debug',
+      shutdownDrainMs: 10000,
+      metricsAllow: ['10.1.0.0/16', '127.0.0.1'],
+      metricsToken: 'scrape-token-0123456789',
     });
   });
 
@@ -168,6 +178,9 @@ describe('loadConfig', () => {
     ['WEBHOOK_ALLOW_PRIVATE', 'yes'],
     ['TRUST_PROXY', 'proxy.example.com'],
     ['TRUST_PROXY', '10.0.0.0/33'],
+    ['METRICS_ALLOW', '10.0.0.0/33'],
+    ['METRICS_TOKEN', 'short'],
+    ['SHUTDOWN_DRAIN_MS', '5s'],
     ['LOG_LEVEL', 'verbose'],
   ])('refuses %s=%s with a one-line message naming the variable', (name, value) => {
     const err = configError({ [name]: value });

@@ -7,6 +7,7 @@ import { createLogger } from '../../cloud/src/logger.ts';
 import type { SentMail } from '../../cloud/src/mail/mailer.ts';
 import { testDatabase, type DbKind, type TestDatabase } from './databases.ts';
 import { HttpClient } from './http.ts';
+import { describeLeaks, SecretWatch } from './secrets.ts';
 
 export interface TestCloud {
   cloud: Cloud;
@@ -15,6 +16,8 @@ export interface TestCloud {
   database: TestDatabase;
   /** Every log line the cloud wrote, parsed. */
   logs: Record<string, unknown>[];
+  /** The secrets the cloud issued and the error bodies it answered, for the leak check in `stop`. */
+  secrets: SecretWatch;
   /** Resolves with the next mail sent to `to`. Call before the action that sends it. */
   nextMail(to: string): Promise<SentMail>;
   stop(): Promise<void>;
@@ -63,14 +66,19 @@ export async function startTestCloud(
     jobPollMs: 50,
     ...(options.mqtt ? { mqttListenPort: 0 } : {}),
   });
+  const secrets = new SecretWatch();
   await cloud.start();
+  cloud.services.mailer.on('sent', (mail) => secrets.recordMail(mail));
   const url = cloud.url;
   return {
     cloud,
     url,
-    http: new HttpClient(url),
+    http: new HttpClient(url, (method, path, answer) =>
+      secrets.recordAnswer(method, path, answer.status, answer.text, answer.headers.getSetCookie()),
+    ),
     database,
     logs,
+    secrets,
     nextMail: (to) =>
       new Promise((resolve) => {
         const onSent = (mail: SentMail) => {
@@ -80,9 +88,12 @@ export async function startTestCloud(
         };
         cloud.services.mailer.on('sent', onSent);
       }),
+    // Every test cloud ends with the "secrets never logged" check (test/helpers/secrets.ts).
     stop: async () => {
       await cloud.stop();
       if (!shared) await database.dispose();
+      const leaks = secrets.leaks(logs);
+      if (leaks.length > 0) throw new Error(`secrets in logs or error bodies:\n${describeLeaks(leaks)}`);
     },
   };
 }

@@ -16,8 +16,14 @@ export interface CallOptions {
   raw?: string | Buffer;
 }
 
+/** Sees every answer (test/helpers/cloud.ts records the secrets and error bodies for its leak check). */
+export type AnswerObserver = (method: string, path: string, answer: Answer) => void;
+
 export class HttpClient {
-  constructor(readonly baseUrl: string) {}
+  constructor(
+    readonly baseUrl: string,
+    private readonly observe?: AnswerObserver,
+  ) {}
 
   async call(method: string, path: string, body?: unknown, options: CallOptions = {}): Promise<Answer> {
     const headers: Record<string, string> = { ...options.headers };
@@ -33,7 +39,7 @@ export class HttpClient {
     const text = await response.text();
     let json: unknown = null;
     if (text && response.headers.get('content-type')?.includes('json')) json = JSON.parse(text);
-    return {
+    const answer: Answer = {
       status: response.status,
       headers: response.headers,
       text,
@@ -47,6 +53,8 @@ export class HttpClient {
         return null;
       },
     };
+    this.observe?.(method, path, answer);
+    return answer;
   }
 
   get(path: string, options?: CallOptions): Promise<Answer> {

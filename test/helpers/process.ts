@@ -20,7 +20,15 @@ export async function spawnCloud(
 ): Promise<CloudProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'cloud/src/main.ts'], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH, PORT: '0', HOST: '127.0.0.1', MQTT_PORT: '0', LOG_LEVEL: 'warn', ...env },
+    env: {
+      PATH: process.env.PATH,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      MQTT_PORT: '0',
+      LOG_LEVEL: 'warn',
+      SHUTDOWN_DRAIN_MS: '0',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   onSpawn?.(child);

@@ -16,6 +16,7 @@ export type AuditKind =
   | 'device.deleted'
   | 'device.moved'
   | 'device.token_rotated'
+  | 'device.public_changed'
   | 'site.created'
   | 'site.updated'
   | 'site.deleted'
@@ -28,7 +29,13 @@ export type AuditKind =
   | 'sessions.revoked'
   | 'report.created'
   | 'report_schedule.created'
-  | 'report_schedule.deleted';
+  | 'report_schedule.deleted'
+  | 'integration.created'
+  | 'integration.deleted'
+  | 'integration.token_rotated'
+  | 'alert_rule.created'
+  | 'alert_rule.changed'
+  | 'alert_rule.deleted';
 
 export interface AuditEntryInput {
   accountId: string;

@@ -91,6 +91,10 @@ export class AuthRepository {
       .executeTakeFirst();
   }
 
+  async findSession(db: Db, id: string): Promise<SessionRow | undefined> {
+    return db.selectFrom('sessions').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
   async touchSession(db: Db, id: string, now: number, expiresAt: number): Promise<void> {
     await db
       .updateTable('sessions')

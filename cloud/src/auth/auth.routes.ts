@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { formatSeconds } from '../../../shared/time.ts';
 import type { Config } from '../config.ts';
-import { InvalidRequest } from '../errors.ts';
+import { ApiError, InvalidRequest } from '../errors.ts';
 import { userOf } from '../http/context.ts';
 import { readCookie, SESSION_COOKIE } from '../http/credentials.ts';
 import type { RouteDef } from '../http/route-table.ts';
@@ -73,12 +73,23 @@ export function authRoutes(s: AuthRoutesDeps): RouteDef[] {
       errors: ['code_invalid', 'invalid_request'],
       handler: async (req, res) => {
         const t = req.query.t;
-        if (typeof t !== 'string' || t.length === 0) {
-          throw new InvalidRequest('invalid_request', 'the link is incomplete', [
-            { path: 't', message: 'required' },
-          ]);
+        let created;
+        try {
+          if (typeof t !== 'string' || t.length === 0) {
+            throw new InvalidRequest('invalid_request', 'the link is incomplete', [
+              { path: 't', message: 'required' },
+            ]);
+          }
+          created = await authService.verifyLink(t);
+        } catch (e) {
+          // A person who opens a used or expired link in a browser gets the sign-in page saying
+          // so; a script gets the error envelope.
+          if (e instanceof ApiError && req.accepts(['json', 'html']) === 'html') {
+            res.redirect(303, '/app/sign-in?link=invalid');
+            return undefined;
+          }
+          throw e;
         }
-        const created = await authService.verifyLink(t);
         res.set({ 'Set-Cookie': sessionCookie(config, created.secret), 'Cache-Control': 'no-store' });
         res.redirect(303, '/app/');
         return undefined;

@@ -36,6 +36,13 @@ export interface NewSession {
   secret: string;
 }
 
+/** Sessions that ended by sign-out: one (`sessionId`) or every one of the user (`sessionId` null). */
+export interface SessionsEnded {
+  accountId: string;
+  userId: string;
+  sessionId: string | null;
+}
+
 export function normaliseEmail(email: string): string {
   return email.trim().toLowerCase();
 }
@@ -57,6 +64,8 @@ function codeHash(codeId: string, code: string): string {
  * Magic-link login: codes, the e-mailed link, sessions, sign-out (docs/api/auth.md).
  */
 export class AuthService {
+  private readonly endedListeners: ((ended: SessionsEnded) => void)[] = [];
+
   constructor(
     private readonly deps: {
       db: Db;
@@ -212,16 +221,41 @@ export class AuthService {
     return { ...session, last_seen_at: now, expires_at: expiresAt };
   }
 
+  /**
+   * When a live session ends at the latest (its rolling expiry as last written, or SESSION_MAX_DAYS
+   * after sign-in), without extending it; null when it has ended or was revoked. For connections
+   * that stay open (the dashboard's stream): they last as long as the session, and do not keep it
+   * alive by themselves.
+   */
+  async liveSessionEnd(sessionId: string): Promise<number | null> {
+    const { db, clock, config, auth } = this.deps;
+    const session = await auth.findSession(db, sessionId);
+    if (!session || session.revoked_at !== null) return null;
+    const end = Math.min(session.expires_at, sessionEnd(config, session.created_at));
+    return end > clock.nowMicros() ? end : null;
+  }
+
+  /** Called after a sign-out commits (the live stream closes the connections of the ended sessions). */
+  onSessionsEnded(listener: (ended: SessionsEnded) => void): void {
+    this.endedListeners.push(listener);
+  }
+
   async logout(secret: string): Promise<void> {
     const { db, clock, auth } = this.deps;
     const session = await auth.findLiveSession(db, hashSecret(secret), clock.nowMicros());
-    if (session) await auth.revokeSession(db, session.id, clock.nowMicros());
+    if (!session) return;
+    await auth.revokeSession(db, session.id, clock.nowMicros());
+    this.tellEnded({ accountId: session.account_id, userId: session.user_id, sessionId: session.id });
+  }
+
+  private tellEnded(ended: SessionsEnded): void {
+    for (const listener of this.endedListeners) listener(ended);
   }
 
   /** "Sign out everywhere": every session of the user, audit-logged. */
   async logoutEverywhere(session: { accountId: string; userId: string }): Promise<number> {
     const { db, clock, auth, audit } = this.deps;
-    return db.transaction().execute(async (trx) => {
+    const revoked = await db.transaction().execute(async (trx) => {
       const now = clock.nowMicros();
       const revoked = await auth.revokeUserSessions(trx, session.userId, now);
       await audit.record(trx, {
@@ -234,6 +268,8 @@ export class AuthService {
       });
       return revoked;
     });
+    this.tellEnded({ accountId: session.accountId, userId: session.userId, sessionId: null });
+    return revoked;
   }
 }
 

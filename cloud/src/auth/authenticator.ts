@@ -36,9 +36,13 @@ export class Authenticator {
           scope: row.scope,
         };
       }
-    } else if (token.startsWith(DEVICE_TOKEN_PREFIX) || token.startsWith(WEBHOOK_TOKEN_PREFIX)) {
+    } else if (token.startsWith(DEVICE_TOKEN_PREFIX)) {
       if (await this.deviceOrNull(token)) {
         throw new Forbidden('forbidden', 'a device token cannot be used on management endpoints');
+      }
+    } else if (token.startsWith(WEBHOOK_TOKEN_PREFIX)) {
+      if (await this.integrationExists(token)) {
+        throw new Forbidden('forbidden', 'an integration token cannot be used on management endpoints');
       }
     }
     throw new Unauthenticated('token_invalid', 'the token is unknown, revoked or malformed');
@@ -55,6 +59,16 @@ export class Authenticator {
       if (device) return device;
     }
     throw new Unauthenticated('token_invalid', 'the device token is unknown, revoked or malformed');
+  }
+
+  private async integrationExists(token: string): Promise<boolean> {
+    const row = await this.deps.db
+      .selectFrom('integrations')
+      .select('id')
+      .where('token_hash', '=', hashSecret(token))
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    return row !== undefined;
   }
 
   private async deviceOrNull(token: string): Promise<DevicePrincipal | null> {

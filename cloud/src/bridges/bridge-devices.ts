@@ -1,12 +1,12 @@
-import { newId } from '../../../shared/ids.ts';
 import type { AuditRepository } from '../audit/audit.repository.ts';
 import type { Clock } from '../clock.ts';
+import { AUTO_LOCAL_ID, autoCreateDevice, DeviceCache, devicePrincipal } from '../devices/auto-create.ts';
 import type { DeviceRow, DevicesRepository } from '../devices/devices.repository.ts';
 import { findModel } from '../devices/models.ts';
 import { InvalidRequest } from '../errors.ts';
 import type { DevicePrincipal } from '../http/context.ts';
 import type { Logger } from '../logger.ts';
-import { isUniqueViolation, type Db } from '../storage/database.ts';
+import type { Db } from '../storage/database.ts';
 
 /** The bridge a connection authenticated as (its certificate's row). */
 export interface BridgeIdentity {
@@ -17,24 +17,9 @@ export interface BridgeIdentity {
 
 /** The model of a device an MQTT bridge creates when nothing better is known. */
 export const AUTO_CREATED_MODEL = 'mqtt-generic';
-const LOCAL_ID = /^[\x21-\x7e]{1,128}$/;
-/** How long a resolved topic level is trusted without asking the database again. */
-const CACHE_MS = 30_000;
-const CACHE_LIMIT = 100_000;
 
 function cacheKey(bridge: BridgeIdentity, segment: string): string {
   return `${bridge.accountId}\u0000${bridge.siteId}\u0000${segment}`;
-}
-
-function principal(d: DeviceRow): DevicePrincipal {
-  return {
-    kind: 'device',
-    accountId: d.account_id,
-    deviceId: d.id,
-    siteId: d.site_id,
-    localId: d.local_id,
-    model: d.model,
-  };
 }
 
 /**
@@ -43,7 +28,7 @@ function principal(d: DeviceRow): DevicePrincipal {
  * `info` message). Also the device metadata an `info` message carries.
  */
 export class BridgeDevices {
-  private readonly cache = new Map<string, { device: DevicePrincipal; until: number }>();
+  private readonly cache = new DeviceCache();
 
   constructor(
     private readonly deps: {
@@ -61,12 +46,10 @@ export class BridgeDevices {
    */
   async resolve(bridge: BridgeIdentity, segment: string, modelHint?: string): Promise<DevicePrincipal> {
     const key = cacheKey(bridge, segment);
-    const now = performance.now();
     const hit = this.cache.get(key);
-    if (hit && hit.until > now) return hit.device;
+    if (hit) return hit;
     const device = await this.lookup(bridge, segment, modelHint);
-    if (this.cache.size >= CACHE_LIMIT) this.cache.clear();
-    this.cache.set(key, { device, until: now + CACHE_MS });
+    this.cache.set(key, device);
     return device;
   }
 
@@ -82,58 +65,31 @@ export class BridgeDevices {
     const { db, devices } = this.deps;
     if (segment.startsWith('dev_')) {
       const byId = await devices.find(db, bridge.accountId, segment);
-      if (byId) return principal(byId);
+      if (byId) return devicePrincipal(byId);
     }
     const byLocalId = await devices.findByLocalId(db, bridge.siteId, segment);
-    if (byLocalId) return principal(byLocalId);
-    if (!LOCAL_ID.test(segment)) {
+    if (byLocalId) return devicePrincipal(byLocalId);
+    if (!AUTO_LOCAL_ID.test(segment)) {
       throw new InvalidRequest(
         'invalid_topic',
         'the device level of the topic must be a dev_ id or a local_id of 1 to 128 printable ASCII characters without spaces',
       );
     }
-    return principal(await this.create(bridge, segment, modelHint));
+    return devicePrincipal(await this.create(bridge, segment, modelHint));
   }
 
   private async create(bridge: BridgeIdentity, localId: string, modelHint?: string): Promise<DeviceRow> {
-    const { db, clock, devices, audit, log } = this.deps;
+    const { log } = this.deps;
     const model = modelHint && findModel(modelHint) ? modelHint : AUTO_CREATED_MODEL;
-    const now = clock.nowMicros();
-    const row: DeviceRow = {
-      id: newId('dev'),
-      account_id: bridge.accountId,
-      site_id: bridge.siteId,
-      local_id: localId,
-      name: localId,
-      notes: '',
+    const { row, created } = await autoCreateDevice(this.deps, {
+      accountId: bridge.accountId,
+      siteId: bridge.siteId,
+      localId,
       model,
-      fw_version: null,
-      token_hash: null,
-      token_issued_at: now,
-      last_seen_at: null,
-      online: 0,
-      created_at: now,
-      deleted_at: null,
-    };
-    try {
-      await db.transaction().execute(async (trx) => {
-        await devices.insert(trx, row);
-        await audit.record(trx, {
-          accountId: bridge.accountId,
-          kind: 'device.created',
-          by: bridge.bridgeId,
-          target: row.id,
-          details: { site_id: row.site_id, local_id: localId, model, via: 'mqtt' },
-          ts: now,
-        });
-      });
-    } catch (err) {
-      // Another message (or process) created it first: use that one.
-      if (!isUniqueViolation(err)) throw err;
-      const existing = await devices.findByLocalId(db, bridge.siteId, localId);
-      if (!existing) throw err;
-      return existing;
-    }
+      by: bridge.bridgeId,
+      via: 'mqtt',
+    });
+    if (!created) return row;
     log.info(
       { device_id: row.id, local_id: localId, site_id: row.site_id, bridge_id: bridge.bridgeId },
       'device created by an MQTT bridge',

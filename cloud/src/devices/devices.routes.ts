@@ -7,7 +7,9 @@ import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput, siteOfBodyFirst } from '../http/validate.ts';
 import type { BridgeConnections, MqttBridge } from '../mqtt/mqtt-bridge.ts';
+import { PublicSettingsPatch, type PublicService } from '../public/public.service.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
+import type { PublicDeviceRow } from '../public/public.repository.ts';
 import type { Db } from '../storage/database.ts';
 import type { DevicesRepository } from './devices.repository.ts';
 import type { DevicesService, IssuedToken } from './devices.service.ts';
@@ -33,6 +35,7 @@ const PatchDevice = z.strictObject({
   name: name.optional(),
   local_id: localId.optional(),
   notes: notes.optional(),
+  public: PublicSettingsPatch.optional(),
 });
 const ListDevices = z.object({
   site_id: z.string().optional(),
@@ -42,9 +45,9 @@ const ListDevices = z.object({
   ...pageQuerySchema,
 });
 
-function issuedView(issued: IssuedToken) {
+function issuedView(issued: IssuedToken, published: Map<string, PublicDeviceRow>) {
   return {
-    ...deviceView(issued.device),
+    ...deviceView(issued.device, published.get(issued.device.id)),
     ingest_token: issued.token,
     ingest_url: issued.ingestUrl,
     issued_at: formatSeconds(issued.device.token_issued_at),
@@ -58,10 +61,13 @@ export interface DeviceRoutesDeps {
   devicesRepository: DevicesRepository;
   sites: SitesRepository;
   mqtt: BridgeConnections & Pick<MqttBridge, 'identifyPayload'>;
+  /** What owners publish about their devices (the `public` field). */
+  publicApi: Pick<PublicService, 'settingsOf' | 'merged' | 'save' | 'deviceRemoved'>;
 }
 
 export function deviceRoutes(s: DeviceRoutesDeps): RouteDef[] {
-  const { db, devices, sites } = s;
+  const { db, devices, sites, publicApi } = s;
+  const published = (ids: string[]) => publicApi.settingsOf(ids);
   return [
     {
       method: 'get',
@@ -107,7 +113,16 @@ export function deviceRoutes(s: DeviceRoutesDeps): RouteDef[] {
           { accountId: user.accountId, siteId: q.site_id, online: q.online, model: q.model },
           pageRequest(q),
         );
-        return { status: 200, body: toPage(rows, q.limit, (r) => [r.created_at, r.id], deviceView) };
+        const settings = await published(rows.map((r) => r.id));
+        return {
+          status: 200,
+          body: toPage(
+            rows,
+            q.limit,
+            (r) => [r.created_at, r.id],
+            (r) => deviceView(r, settings.get(r.id)),
+          ),
+        };
       },
     },
     {
@@ -125,7 +140,7 @@ export function deviceRoutes(s: DeviceRoutesDeps): RouteDef[] {
           Boolean(await sites.find(db, user.accountId, siteId)),
         );
         const body = parseInput(CreateDevice, req.body, 'body');
-        return { status: 201, body: issuedView(await devices.create(user, body)) };
+        return { status: 201, body: issuedView(await devices.create(user, body), new Map()) };
       },
     },
     {
@@ -135,24 +150,32 @@ export function deviceRoutes(s: DeviceRoutesDeps): RouteDef[] {
       summary: 'Get a device',
       success: { status: 200, description: 'the device' },
       errors: ['device_not_found'],
-      handler: async (req) => ({
-        status: 200,
-        body: deviceView(await devices.get(userOf(req.ctx).accountId, param(req, 'device_id'))),
-      }),
+      handler: async (req) => {
+        const device = await devices.get(userOf(req.ctx).accountId, param(req, 'device_id'));
+        return { status: 200, body: deviceView(device, (await published([device.id])).get(device.id)) };
+      },
     },
     {
       method: 'patch',
       path: '/v1/devices/:device_id',
       auth: 'user',
-      summary: 'Change name, local_id or notes',
+      summary: 'Change name, local_id or notes, or what the public API shows of the device (public)',
       requestBody: PatchDevice,
       success: { status: 200, description: 'the updated device' },
       errors: ['device_not_found', 'local_id_taken'],
       handler: async (req) => {
         const user = userOf(req.ctx);
-        await devices.get(user.accountId, param(req, 'device_id'));
-        const body = parseInput(PatchDevice, req.body, 'body');
-        return { status: 200, body: deviceView(await devices.update(user, param(req, 'device_id'), body)) };
+        const id = param(req, 'device_id');
+        const found = await devices.get(user.accountId, id);
+        const { public: publicPatch, ...body } = parseInput(PatchDevice, req.body, 'body');
+        // Checked before anything changes: a public device needs its name, place and position.
+        const settings = publicPatch && (await publicApi.merged(user.accountId, id, publicPatch));
+        const device =
+          publicPatch === undefined || Object.keys(body).length > 0
+            ? await devices.update(user, id, body)
+            : found;
+        if (settings) await publicApi.save(user, settings);
+        return { status: 200, body: deviceView(device, (await published([id])).get(id)) };
       },
     },
     {
@@ -163,7 +186,10 @@ export function deviceRoutes(s: DeviceRoutesDeps): RouteDef[] {
       success: { status: 204, description: 'deleted; its token is revoked' },
       errors: ['device_not_found'],
       handler: async (req) => {
-        await devices.delete(userOf(req.ctx), param(req, 'device_id'));
+        const id = param(req, 'device_id');
+        await devices.delete(userOf(req.ctx), id);
+        // Its pins leave the public API's caches on every replica.
+        await publicApi.deviceRemoved(id);
         return { status: 204 };
       },
     },
@@ -175,10 +201,11 @@ export function deviceRoutes(s: DeviceRoutesDeps): RouteDef[] {
       summary: 'Issue a new ingest token; the old one stops working at once',
       success: { status: 200, description: 'the device with the new ingest_token (once) and ingest_url' },
       errors: ['device_not_found', 'idempotency_secret_withheld'],
-      handler: async (req) => ({
-        status: 200,
-        body: issuedView(await devices.rotateToken(userOf(req.ctx), param(req, 'device_id'))),
-      }),
+      handler: async (req) => {
+        const id = param(req, 'device_id');
+        const issued = await devices.rotateToken(userOf(req.ctx), id);
+        return { status: 200, body: issuedView(issued, await published([id])) };
+      },
     },
     {
       method: 'post',

@@ -1,9 +1,14 @@
 import { formatSeconds, formatSecondsOrNull } from '../../../shared/time.ts';
 import type { Tables } from '../storage/schema.ts';
+import { publicSettingsView } from '../public/public.view.ts';
+import type { PublicDeviceRow } from '../public/public.repository.ts';
 import { modelOf } from './models.ts';
 
-/** A device as the API shows it: RFC 3339 UTC times to the second, `online` as a boolean. */
-export function deviceView(d: Tables['devices']) {
+/**
+ * A device as the API shows it: RFC 3339 UTC times to the second, `online` as a boolean, and what
+ * its owner publishes about it in the public API (`public`, null when never set).
+ */
+export function deviceView(d: Tables['devices'], published: PublicDeviceRow | null | undefined = null) {
   return {
     id: d.id,
     site_id: d.site_id,
@@ -16,5 +21,6 @@ export function deviceView(d: Tables['devices']) {
     last_seen_at: formatSecondsOrNull(d.last_seen_at),
     online: d.online === 1,
     created_at: formatSeconds(d.created_at),
+    public: publicSettingsView(published),
   };
 }

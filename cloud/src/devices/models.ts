@@ -15,7 +15,8 @@ export interface DeviceModel {
 
 export const DEVICE_MODELS: readonly DeviceModel[] = [
   { model: 'shelly-ht-gen1', vendor: 'Shelly', ingest_url_kind: 'shelly_get', identify: false },
-  { model: 'shelly-plus-ht', vendor: 'Shelly', ingest_url_kind: 'mqtt', identify: true },
+  // A battery H&T sleeps between reports and has no indicator the Gen2 RPC can drive.
+  { model: 'shelly-plus-ht', vendor: 'Shelly', ingest_url_kind: 'mqtt', identify: false },
   {
     model: 'shelly-ht-gen3',
     vendor: 'Shelly',

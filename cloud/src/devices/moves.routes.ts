@@ -4,6 +4,7 @@ import { param, userOf } from '../http/context.ts';
 import { timestamp } from '../http/inputs.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
+import type { PublicService } from '../public/public.service.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
 import type { DevicesService } from './devices.service.ts';
@@ -18,6 +19,7 @@ export interface DeviceMoveRoutesDeps {
   devices: DevicesService;
   deviceMoves: DeviceMovesService;
   sites: SitesRepository;
+  publicApi: Pick<PublicService, 'settingsOf'>;
 }
 
 export function deviceMoveRoutes(s: DeviceMoveRoutesDeps): RouteDef[] {
@@ -47,7 +49,9 @@ export function deviceMoveRoutes(s: DeviceMoveRoutesDeps): RouteDef[] {
         if (typeof raw?.to_site_id === 'string' && !(await sites.find(db, user.accountId, raw.to_site_id)))
           throw notFound('site');
         const body = parseInput(MoveDevice, req.body, 'body');
-        return { status: 200, body: deviceView(await deviceMoves.move(user, deviceId, body)) };
+        const moved = await deviceMoves.move(user, deviceId, body);
+        const published = await s.publicApi.settingsOf([deviceId]);
+        return { status: 200, body: deviceView(moved, published.get(deviceId)) };
       },
     },
   ];

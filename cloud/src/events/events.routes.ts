@@ -5,14 +5,15 @@ import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
 import type { EventsService } from './events.service.ts';
-import { eventView } from './events.view.ts';
+import { anyEventView } from './events.view.ts';
 
 const ListEvents = z.object({
   site_id: z.string().max(64).optional(),
   channel_id: z.string().max(64).optional(),
   sensor_id: z.string().max(64).optional(),
   state: z.enum(['open', 'resolved']).optional(),
-  kind: z.enum(['threshold_high', 'threshold_low', 'no_data']).optional(),
+  kind: z.enum(['threshold_high', 'threshold_low', 'no_data', 'rate_of_change']).optional(),
+  rule_id: z.string().max(64).optional(),
   from: timestamp.optional(),
   to: timestamp.optional(),
   include_withdrawn: queryBoolean.optional(),
@@ -33,7 +34,7 @@ export function eventRoutes(s: EventRoutesDeps): RouteDef[] {
       path: '/v1/events',
       auth: 'user',
       summary:
-        'Alarm events, newest first (filters: site_id, channel_id, sensor_id, state, kind, from/to on started_at)',
+        'Alarm events of sensor rules and alert rules, newest first (filters: site_id, channel_id, sensor_id, rule_id, state, kind, from/to on started_at)',
       query: ListEvents,
       success: { status: 200, description: 'list envelope of alarm events' },
       errors: ['invalid_request', 'site_not_found', 'channel_not_found', 'sensor_not_found'],
@@ -48,13 +49,14 @@ export function eventRoutes(s: EventRoutesDeps): RouteDef[] {
             sensorId: q.sensor_id,
             state: q.state,
             kind: q.kind,
+            ruleId: q.rule_id,
             from: q.from,
             to: q.to,
             includeWithdrawn: q.include_withdrawn ?? false,
           },
           pageRequest(q),
         );
-        return { status: 200, body: toPage(rows, q.limit, (r) => [r.started_at, r.id], eventView) };
+        return { status: 200, body: toPage(rows, q.limit, (r) => [r.started_at, r.id], anyEventView) };
       },
     },
     {
@@ -66,7 +68,7 @@ export function eventRoutes(s: EventRoutesDeps): RouteDef[] {
       errors: ['event_not_found'],
       handler: async (req) => ({
         status: 200,
-        body: eventView(await events.get(userOf(req.ctx).accountId, param(req, 'event_id'))),
+        body: anyEventView(await events.get(userOf(req.ctx).accountId, param(req, 'event_id'))),
       }),
     },
     {
@@ -83,7 +85,7 @@ export function eventRoutes(s: EventRoutesDeps): RouteDef[] {
         const body = parseInput(Ack, req.body, 'body');
         return {
           status: 200,
-          body: eventView(await events.acknowledge(user, param(req, 'event_id'), body.note)),
+          body: anyEventView(await events.acknowledge(user, param(req, 'event_id'), body.note)),
         };
       },
     },

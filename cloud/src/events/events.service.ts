@@ -6,11 +6,13 @@ import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
 import type { PageRequest } from '../storage/keyset.ts';
 import type { WebhooksService } from '../webhooks/webhooks.service.ts';
-import type { AlarmEventRow, EventFilter, EventsRepository } from './events.repository.ts';
-import { eventView } from './events.view.ts';
+import type { AnyEventRow, EventFilter, EventsRepository } from './events.repository.ts';
+import { anyEventView } from './events.view.ts';
 
 /** Alarm events as people read and acknowledge them (docs/api/rules.md). */
 export class EventsService {
+  private readonly ackListeners: ((event: AnyEventRow) => void)[] = [];
+
   constructor(
     private readonly deps: {
       db: Db;
@@ -22,14 +24,19 @@ export class EventsService {
     },
   ) {}
 
-  async get(accountId: string, id: string): Promise<AlarmEventRow> {
+  /** Called after an acknowledgement commits, with the event as acknowledged (the live updates). */
+  onAcknowledged(listener: (event: AnyEventRow) => void): void {
+    this.ackListeners.push(listener);
+  }
+
+  async get(accountId: string, id: string): Promise<AnyEventRow> {
     const event = await this.deps.events.find(this.deps.db, accountId, id);
     if (!event) throw notFound('event');
     return event;
   }
 
   /** A filter naming a site or channel of another account (or none) is 404, like the id itself. */
-  async list(filter: EventFilter, page: PageRequest): Promise<AlarmEventRow[]> {
+  async list(filter: EventFilter, page: PageRequest): Promise<AnyEventRow[]> {
     const { db, sites, events } = this.deps;
     if (filter.siteId !== undefined && !(await sites.find(db, filter.accountId, filter.siteId)))
       throw notFound('site');
@@ -58,7 +65,7 @@ export class EventsService {
    * Records who reacted, once: a second acknowledgement is 409 `already_acknowledged` (the first
    * note stays). Audit-logged; webhooks subscribed to `alarm.acknowledged` are told.
    */
-  async acknowledge(by: UserPrincipal, id: string, note: string): Promise<AlarmEventRow> {
+  async acknowledge(by: UserPrincipal, id: string, note: string): Promise<AnyEventRow> {
     const { db, clock, events, audit, webhooks } = this.deps;
     const now = clock.nowMicros();
     const event = await db.transaction().execute(async (trx) => {
@@ -67,7 +74,7 @@ export class EventsService {
       if (!(await events.acknowledge(trx, id, by.userId, note, now))) {
         throw new Conflict('already_acknowledged', `event ${id} was already acknowledged`);
       }
-      const acknowledged: AlarmEventRow = {
+      const acknowledged: AnyEventRow = {
         ...found,
         acknowledged_at: now,
         acknowledged_by: by.userId,
@@ -82,10 +89,11 @@ export class EventsService {
         details: { sensor_id: found.sensor_id, channel_id: found.channel_id, kind: found.kind, note },
         ts: now,
       });
-      await webhooks.publish(trx, by.accountId, 'alarm.acknowledged', eventView(acknowledged), now);
+      await webhooks.publish(trx, by.accountId, 'alarm.acknowledged', anyEventView(acknowledged), now);
       return acknowledged;
     });
     webhooks.kick();
+    for (const listener of this.ackListeners) listener(event);
     return event;
   }
 }

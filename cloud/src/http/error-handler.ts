@@ -9,7 +9,7 @@ import {
   Unprocessable,
   type ErrorDetail,
 } from '../errors.ts';
-import type { Logger } from '../logger.ts';
+import { redactUrl, type Logger } from '../logger.ts';
 import { isConnectionError, isUnstorableText } from '../storage/database.ts';
 
 export const BODY_LIMIT_BYTES = 256 * 1024;
@@ -47,22 +47,29 @@ function nulRefused(details?: ErrorDetail[]): Unprocessable {
   return new Unprocessable('invalid_characters', 'text must not contain U+0000 (NUL)', details);
 }
 
+/** How deep a client's JSON may nest: far beyond any schema of ours, far below the stack's limit. */
+export const MAX_INPUT_DEPTH = 64;
+
 /**
  * Refuses U+0000 anywhere in what a client sent (422 `invalid_characters`, naming each field): no
- * column of ours can hold it, and PostgreSQL's text type refuses it.
+ * column of ours can hold it, and PostgreSQL's text type refuses it. Input nested deeper than
+ * MAX_INPUT_DEPTH is refused first (400 `invalid_request`): walking it would exhaust the stack.
  */
 export function refuseNul(inputs: Record<string, unknown>): void {
   const found: ErrorDetail[] = [];
-  const walk = (value: unknown, path: string): void => {
+  const walk = (value: unknown, path: string, depth = 0): void => {
+    if (depth > MAX_INPUT_DEPTH && typeof value === 'object' && value !== null) {
+      throw new InvalidRequest('invalid_request', `the input nests deeper than ${MAX_INPUT_DEPTH} levels`);
+    }
     if (typeof value === 'string') {
       if (hasNul(value)) found.push({ path: path || '(root)', message: 'must not contain U+0000 (NUL)' });
     } else if (Array.isArray(value)) {
-      value.forEach((v, i) => walk(v, `${path}[${i}]`));
+      value.forEach((v, i) => walk(v, `${path}[${i}]`, depth + 1));
     } else if (typeof value === 'object' && value !== null) {
       for (const [k, v] of Object.entries(value)) {
         const at = path ? `${path}.${k}` : k;
         if (hasNul(k)) found.push({ path: at, message: 'must not contain U+0000 (NUL)' });
-        walk(v, at);
+        walk(v, at, depth + 1);
       }
     }
   };
@@ -96,6 +103,7 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
   };
 }
 
+/** The path is echoed with any secret in it redacted: a token pasted into a URL is not handed back. */
 export const notFoundHandler: RequestHandler = (req) => {
-  throw new NotFound('not_found', `no route for ${req.method} ${req.path}`);
+  throw new NotFound('not_found', `no route for ${req.method} ${redactUrl(req.path)}`);
 };

@@ -40,6 +40,7 @@ const STATUS_OF: Record<string, number> = {
   rate_limited: 429,
   internal: 500,
   db_unavailable: 503,
+  not_ready: 503,
 };
 
 export function statusOfCode(code: string): number {

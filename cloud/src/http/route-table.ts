@@ -73,6 +73,13 @@ export interface RouteDef {
    * replay is refused with 409 `idempotency_secret_withheld`.
    */
   secretInResponse?: boolean;
+  /**
+   * A route of the dashboard's private surface under `/app/api` (docs/api/dashboard.md): a
+   * state-changing request must carry `X-Requested-With: XMLHttpRequest` (403 `forbidden`, checked
+   * before anything else), and the session cookie is checked against cross-site use even when an
+   * `Authorization` header is sent (the surface never reads one).
+   */
+  dashboard?: boolean;
   /** Answers with a Reply, or writes the response itself (streams) and returns undefined. */
   handler: (req: Request, res: Response) => Promise<Reply | undefined>;
 }
@@ -124,7 +131,10 @@ export function rateFamily(route: RouteDef): RateFamily | null {
 export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: PipelineDeps): void {
   for (const route of routes) {
     app[route.method](route.path, async (req: Request, res: Response) => {
-      if (route.method !== 'get') refuseCrossSiteCookie(req, deps.config);
+      if (route.method !== 'get') {
+        if (route.dashboard) requireRequestedWith(req);
+        refuseCrossSiteCookie(req, deps.config, route.dashboard === true);
+      }
       const inline = route.inlineAuth === true && req.get('Idempotency-Key') === undefined;
       if (!inline) {
         req.ctx.principal = await authenticate(route, req, res, deps);
@@ -151,8 +161,8 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Pip
  * such request) must not name another origin. Requests with a bearer token, and clients that send
  * neither header (scripts with a cookie), are not browsers' cross-site requests.
  */
-function refuseCrossSiteCookie(req: Request, config: Config): void {
-  if (req.headers.authorization !== undefined) return;
+function refuseCrossSiteCookie(req: Request, config: Config, dashboard: boolean): void {
+  if (req.headers.authorization !== undefined && !dashboard) return;
   if (readCookie(req.headers.cookie, SESSION_COOKIE) === null) return;
   const site = req.get('Sec-Fetch-Site');
   if (site !== undefined && site !== 'same-origin' && site !== 'none') {
@@ -164,6 +174,53 @@ function refuseCrossSiteCookie(req: Request, config: Config): void {
   const origin = req.get('Origin');
   if (origin !== undefined && origin !== new URL(config.baseUrl).origin && origin !== ownOrigin(req)) {
     throw new Forbidden('forbidden', `a request from ${origin} cannot use the session`);
+  }
+}
+
+/**
+ * The dashboard's own requests say so with `X-Requested-With: XMLHttpRequest`: a header no HTML
+ * form sets, and one a foreign page's script cannot add without a CORS preflight the cloud never
+ * grants. Every state-changing `/app/api` request needs it, the sign-in routes included.
+ */
+function requireRequestedWith(req: Request): void {
+  if (req.get('X-Requested-With')?.toLowerCase() === 'xmlhttprequest') return;
+  throw new Forbidden(
+    'forbidden',
+    'a state-changing /app/api request needs the header X-Requested-With: XMLHttpRequest',
+  );
+}
+
+/**
+ * The dashboard's `/app/api` table, derived from the `/v1` one: every route a signed-in person may
+ * call (management routes and the sign-in routes under `/v1/auth/`), at the same path after the
+ * prefix, with the same handler, validation and rate-limit family. The session cookie is the only
+ * credential (a session acts with the admin scope for its own account); device routes, the
+ * OpenAPI document and anything outside `/v1` are not served there.
+ */
+export function dashboardRoutes(v1: readonly RouteDef[]): RouteDef[] {
+  return v1.filter(isDashboardRoute).map((route) => ({
+    ...route,
+    path: `${DASHBOARD_API_PREFIX}${route.path.slice('/v1'.length)}`,
+    auth: route.auth === 'none' ? 'none' : 'session',
+    family: rateFamily(route),
+    dashboard: true,
+  }));
+}
+
+/** Where the dashboard's JSON endpoints live. */
+export const DASHBOARD_API_PREFIX = '/app/api';
+
+function isDashboardRoute(route: RouteDef): boolean {
+  if (!route.path.startsWith('/v1/')) return false;
+  switch (route.auth) {
+    case 'user':
+    case 'user-or-session':
+    case 'session':
+      return true;
+    case 'none':
+      return route.path.startsWith('/v1/auth/');
+    case 'device':
+      return false;
   }
 }
 

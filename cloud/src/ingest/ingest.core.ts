@@ -4,7 +4,14 @@ import type { Logger } from '../logger.ts';
 import { ChannelCache } from './channel-cache.ts';
 import { JournalFolder } from './ingest.fold.ts';
 import { newGroup, runIngestSteps, type IngestEnv, type IngestGroup } from './ingest.steps.ts';
-import type { DeviceStateChange, Ingest, IngestItem, IngestOutcome, IngestStore } from './ingest.types.ts';
+import type {
+  DeviceStateChange,
+  Ingest,
+  IngestItem,
+  IngestObserver,
+  IngestOutcome,
+  IngestStore,
+} from './ingest.types.ts';
 
 export { DEVICE_STATE_JOB, toApiError } from './ingest.steps.ts';
 
@@ -13,6 +20,8 @@ const MAX_BATCH = 500;
 /** Receives how many measurements a group wrote. */
 export type AcceptedListener = (accepted: number) => void | Promise<void>;
 export type DeviceStateListener = (changes: DeviceStateChange[]) => void | Promise<void>;
+/** Receives the channel seqs whose last value a fold merged. */
+export type FoldListener = (seqs: number[]) => void | Promise<void>;
 
 interface Pending {
   item: IngestItem;
@@ -41,6 +50,7 @@ export class IngestCore implements Ingest {
   private readonly channels = new ChannelCache();
   private readonly listeners: AcceptedListener[] = [];
   private readonly deviceListeners: DeviceStateListener[] = [];
+  private readonly foldListeners: FoldListener[] = [];
 
   private readonly folder: JournalFolder;
   private readonly env: IngestEnv;
@@ -48,12 +58,18 @@ export class IngestCore implements Ingest {
   constructor(
     private readonly deps: {
       store: IngestStore;
+      /** Counters only: it runs once per item on the hot path. */
+      observer?: IngestObserver;
       clock: Clock;
       config: Pick<Config, 'rateLimits' | 'rateLimitMode'>;
       log: Pick<Logger, 'warn' | 'error'>;
     },
   ) {
-    this.folder = new JournalFolder({ store: deps.store, log: deps.log });
+    this.folder = new JournalFolder({
+      store: deps.store,
+      log: deps.log,
+      onFolded: (seqs) => this.emitTo(this.foldListeners, seqs),
+    });
     this.env = { config: deps.config, log: deps.log, channels: this.channels };
   }
 
@@ -86,6 +102,11 @@ export class IngestCore implements Ingest {
    */
   onDeviceState(listener: DeviceStateListener): void {
     this.deviceListeners.push(listener);
+  }
+
+  /** Called after each fold commits with the channel seqs whose last value it merged. A failing listener is logged. */
+  onFolded(listener: FoldListener): void {
+    this.foldListeners.push(listener);
   }
 
   submit(item: IngestItem): Promise<IngestOutcome> {
@@ -137,8 +158,20 @@ export class IngestCore implements Ingest {
         }),
       );
     } catch (err) {
-      for (const p of batch) p.reject(err);
+      for (const p of batch) {
+        this.deps.observer?.rejected(p.item.way ?? 'http', 'db_unavailable', p.item.measurements.length);
+        p.reject(err);
+      }
       return;
+    }
+    const observer = this.deps.observer;
+    if (observer) {
+      for (let i = 0; i < items.length; i++) {
+        const o = outcomes[i]!;
+        const way = items[i]!.way ?? 'http';
+        if (o.ok) observer.accepted(way, o.accepted + o.deduplicated);
+        else observer.rejected(way, o.error.code, items[i]!.measurements.length);
+      }
     }
     const { learned, flipped } = group!;
     // Only now that the transaction committed may new channels enter the cache.

@@ -5,6 +5,7 @@ import type { Config } from '../config.ts';
 import { PayloadTooLarge, type ApiError } from '../errors.ts';
 import { clientAddress, trustProxy, type TrustProxy } from '../http/client-address.ts';
 import type { Principal } from '../http/context.ts';
+import { bearerToken } from '../http/credentials.ts';
 import { BODY_LIMIT_BYTES, errorBody, toApiError } from '../http/error-handler.ts';
 import { logRequest } from '../http/request-log.ts';
 import type { Reply } from '../http/route-table.ts';
@@ -24,36 +25,83 @@ import { ingestHandlers, type IngestExchange, type IngestHandlerDeps } from './i
  * `test/cloud/ingest/fast-path.test.ts` checks both answer alike.
  */
 export function ingestFastPath(
-  s: IngestHandlerDeps & { log: Logger; config: Config },
+  s: IngestHandlerDeps & { log: Logger; config: Config; metrics?: RequestObserver },
 ): (req: IncomingMessage, res: ServerResponse) => boolean {
   const handlers = ingestHandlers(s);
   const trust = trustProxy(s.config);
+  const serve = (
+    route: string,
+    req: IncomingMessage,
+    res: ServerResponse,
+    log: Logger,
+    trust: TrustProxy,
+    handler: (x: IngestExchange) => Promise<Reply>,
+    input: { body: boolean; query: Record<string, unknown> },
+  ) => serveExchange(req, res, log, trust, handler, input, route, s.metrics);
   return (req, res) => {
     const url = req.url ?? '';
     if (req.headers['idempotency-key'] !== undefined) return false;
     if (req.method === 'POST' && url === '/v1/ingest') {
       const encoding = req.headers['content-encoding'];
       if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return false;
-      serve(req, res, s.log, trust, (x) => handlers.post(x), { body: true, query: {} });
+      serve('/v1/ingest', req, res, s.log, trust, (x) => handlers.post(x), { body: true, query: {} });
+      return true;
+    }
+    const hooks = s.integrationWebhooks;
+    if (
+      hooks &&
+      req.method === 'POST' &&
+      (url === '/v1/webhooks/ttn' || url.startsWith('/v1/webhooks/chirpstack?'))
+    ) {
+      const encoding = req.headers['content-encoding'];
+      if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return false;
+      const q = url.indexOf('?');
+      const query = q < 0 ? {} : (querystring.parse(url.slice(q + 1)) as Record<string, unknown>);
+      if (typeof query.event === 'string' && query.event.includes('\u0000')) return false;
+      serve(
+        q < 0 ? '/v1/webhooks/ttn' : '/v1/webhooks/chirpstack',
+        req,
+        res,
+        s.log,
+        trust,
+        (x) =>
+          q < 0
+            ? hooks.ttn(bearerToken(x.header('authorization')), x.rawBody, x.log)
+            : hooks.chirpstack(
+                bearerToken(x.header('authorization')),
+                query.event,
+                x.header('content-type'),
+                x.rawBody,
+                x.log,
+              ),
+        { body: true, query },
+      );
       return true;
     }
     if (req.method === 'GET' && (url === '/v1/ingest/shelly' || url.startsWith('/v1/ingest/shelly?'))) {
       const q = url.indexOf('?');
       const query = q < 0 ? {} : (querystring.parse(url.slice(q + 1)) as Record<string, unknown>);
-      serve(req, res, s.log, trust, (x) => handlers.shelly(x), { body: false, query });
+      serve('/v1/ingest/shelly', req, res, s.log, trust, (x) => handlers.shelly(x), { body: false, query });
       return true;
     }
     return false;
   };
 }
 
-function serve(
+/** Counts a request answered here, under the template Express would name it by. */
+interface RequestObserver {
+  observeRequest(route: string, method: string, status: number, seconds: number): void;
+}
+
+function serveExchange(
   req: IncomingMessage,
   res: ServerResponse,
   log: Logger,
   trust: TrustProxy,
   handler: (x: IngestExchange) => Promise<Reply>,
   input: { body: boolean; query: Record<string, unknown> },
+  route: string,
+  metrics: RequestObserver | undefined,
 ): void {
   const requestId = newId('req');
   const started = performance.now();
@@ -67,8 +115,9 @@ function serve(
     },
     principal: null as Principal | null,
     setHeaders: (more) => Object.assign(headers, more),
+    log: lazyChild(log, requestId),
   };
-  res.on('finish', () =>
+  res.on('finish', () => {
     logRequest(
       log,
       requestId,
@@ -78,8 +127,9 @@ function serve(
       res.statusCode,
       started,
       exchange.principal,
-    ),
-  );
+    );
+    metrics?.observeRequest(route, req.method ?? '', res.statusCode, (performance.now() - started) / 1000);
+  });
   const answer = (reply: Reply) => {
     const body = reply.json ?? JSON.stringify(reply.body);
     res.writeHead(reply.status, {
@@ -131,4 +181,14 @@ function serve(
   req.on('error', () => {
     refused = true;
   });
+}
+
+/** The request's logger, made on its first line (most requests log only the access line). */
+function lazyChild(log: Logger, requestId: string): IngestExchange['log'] {
+  let child: Logger | undefined;
+  const get = () => (child ??= log.child({ req_id: requestId }));
+  return {
+    info: (obj, msg) => get().info(obj, msg),
+    warn: (obj, msg) => get().warn(obj, msg),
+  };
 }

@@ -79,7 +79,14 @@ export class JournalFolder {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
 
-  constructor(private readonly deps: { store: IngestStore; log: Pick<Logger, 'error'> }) {}
+  constructor(
+    private readonly deps: {
+      store: IngestStore;
+      log: Pick<Logger, 'error'>;
+      /** After a fold commits: the channel seqs whose last value it merged (the live updates). */
+      onFolded?: (seqs: number[]) => void;
+    },
+  ) {}
 
   /** A group committed journal rows: fold them soon. */
   written(): void {
@@ -116,15 +123,19 @@ export class JournalFolder {
   }
 
   /** One transaction: takes up to TAKE_LIMIT journal rows and merges them; answers how many it took. */
-  private foldOnce(): Promise<number> {
-    return this.deps.store.fold(async (tx) => {
+  private async foldOnce(): Promise<number> {
+    let folded: number[] = [];
+    const taken = await this.deps.store.fold(async (tx) => {
       const payloads = await tx.takeJournal(TAKE_LIMIT);
       if (payloads.length === 0) return 0;
       const { deltas, lasts } = foldPoints(payloads.map(decodeJournal));
       if (deltas.length) await tx.upsertRollups(deltas);
       if (lasts.length) await tx.updateSensorLast(lasts);
+      folded = lasts.map((l) => l.sensorSeq);
       return payloads.length;
     });
+    if (folded.length > 0) this.deps.onFolded?.(folded);
+    return taken;
   }
 
   /** Stops the timer and folds what is left, so a clean shutdown leaves an empty journal. */

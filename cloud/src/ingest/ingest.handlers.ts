@@ -6,11 +6,11 @@ import {
   validateIngestBody,
 } from '../../../shared/ingest.ts';
 import { parseShellyQuery } from '../../../shared/shelly.ts';
-import { USER_TOKEN_PREFIX, type Authenticator } from '../auth/authenticator.ts';
+import { USER_TOKEN_PREFIX, WEBHOOK_TOKEN_PREFIX, type Authenticator } from '../auth/authenticator.ts';
 import { hashSecret } from '../auth/secrets.ts';
 import type { Clock } from '../clock.ts';
 import { InvalidRequest, type ApiError } from '../errors.ts';
-import type { Principal } from '../http/context.ts';
+import type { DevicePrincipal, Principal } from '../http/context.ts';
 import { deviceToken } from '../http/credentials.ts';
 import { parseJson, type Reply } from '../http/route-table.ts';
 import { toApiError } from './ingest.core.ts';
@@ -41,6 +41,14 @@ export interface IngestExchange {
   /** Set by the pipeline when it authenticated already (Idempotency-Key path); set here on success, for the access log. */
   principal: Principal | null;
   setHeaders(headers: Record<string, string>): void;
+  /** The request's logger (its lines carry the request id). */
+  readonly log: DeliveryLog;
+}
+
+/** What a handler logs through: the request's logger. */
+export interface DeliveryLog {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
 }
 
 /**
@@ -65,6 +73,28 @@ export interface IngestHandlerDeps {
   clock: Clock;
   /** Tells a user token apart (403) before the unit of work checks the device token. */
   authenticator: Pick<Authenticator, 'device'>;
+  /** Inbound integrations: the Shelly GET's `whk_` tokens and the LoRaWAN webhooks. */
+  integrationWebhooks?: IntegrationWays;
+}
+
+/**
+ * The ways in of inbound integrations (cloud/src/integrations/), which the ingest routes and the fast
+ * path hand requests to: the Shelly GET with an integration's `whk_` token (any device of its site,
+ * created on first use; 401/403 for the token, then 400 for a device id or model it cannot use), and
+ * the LoRaWAN webhooks.
+ */
+export interface IntegrationWays {
+  shellyDevice(token: string, localId: string | null, model: string | undefined): Promise<DevicePrincipal>;
+  /** `POST /v1/webhooks/chirpstack?event=…`, served on the fast path too. */
+  chirpstack(
+    token: string | null,
+    event: unknown,
+    contentType: string | undefined,
+    body: Buffer | null,
+    log: DeliveryLog,
+  ): Promise<Reply>;
+  /** `POST /v1/webhooks/ttn`, served on the fast path too. */
+  ttn(token: string | null, body: Buffer | null, log: DeliveryLog): Promise<Reply>;
 }
 
 /** The ingest requests' handlers, free of any HTTP framework. */
@@ -95,6 +125,38 @@ export function ingestHandlers(s: IngestHandlerDeps) {
       body: { accepted, deduplicated, channels },
       json: `{"accepted":${accepted},"deduplicated":${deduplicated},"channels":${channelsJson}}`,
     };
+  }
+
+  /**
+   * The Shelly GET with an integration token: the device is any of the integration's site, named by
+   * `device` or, as Shelly Gen1 URL actions append it, `id`; created on first use.
+   */
+  async function shellyIntegration(
+    x: IngestExchange,
+    token: string,
+    integrations: IntegrationWays,
+    receivedAt: number,
+  ): Promise<Reply> {
+    const query = x.query;
+    const text = (v: unknown) => (typeof v === 'string' && v !== '' ? v : null);
+    const named = text(query.device) ?? text(query.id);
+    const principal = await integrations.shellyDevice(token, named, text(query.model) ?? undefined);
+    const reading = capture(() => parseShellyQuery(query, receivedAt));
+    return answer(
+      {
+        credential: { kind: 'device', principal },
+        countRate: true,
+        deviceRef: null,
+        receivedAt,
+        ts: reading.value?.ts ?? null,
+        measurements: reading.value?.measurements ?? [],
+        shellyBattery: reading.value?.battery ?? null,
+        lwt: reading.value?.lwt ?? null,
+        error: reading.error,
+        way: 'shelly',
+      },
+      x,
+    );
   }
 
   return {
@@ -136,6 +198,10 @@ export function ingestHandlers(s: IngestHandlerDeps) {
     async shelly(x: IngestExchange): Promise<Reply> {
       const receivedAt = clock.nowMicros();
       const query = x.query;
+      const token = deviceToken(x.header('authorization'), query.token, true);
+      if (token?.startsWith(WEBHOOK_TOKEN_PREFIX) && s.integrationWebhooks) {
+        return shellyIntegration(x, token, s.integrationWebhooks, receivedAt);
+      }
       const named = typeof query.device === 'string' && query.device !== '' ? query.device : null;
       const reading = capture(() => {
         if (named === null) {
@@ -157,6 +223,7 @@ export function ingestHandlers(s: IngestHandlerDeps) {
           shellyBattery: reading.value?.battery ?? null,
           lwt: reading.value?.lwt ?? null,
           error: reading.error,
+          way: 'shelly',
         },
         x,
       );

@@ -17,6 +17,7 @@ function expressExchange(req: Request, res: Response): IngestExchange {
       req.ctx.principal = p;
     },
     setHeaders: (headers) => res.set(headers),
+    log: req.ctx.log,
   };
 }
 

@@ -27,6 +27,17 @@ export interface IngestItem {
   lwt?: 'online' | 'offline' | null;
   /** The request was authenticated but its content is invalid. */
   error: ApiError | null;
+  /** Which way in sent it (the metrics' label); unnamed items count as `http`. */
+  way?: IngestWay;
+}
+
+/** The ways in, as `GET /metrics` labels them. */
+export type IngestWay = 'http' | 'shelly' | 'mqtt' | 'ttn' | 'chirpstack';
+
+/** Counts what ingest accepts and refuses (the Prometheus counters); called once per committed group. */
+export interface IngestObserver {
+  accepted(way: IngestWay, measurements: number): void;
+  rejected(way: IngestWay, code: string, measurements: number): void;
 }
 
 /**
@@ -39,6 +50,8 @@ export interface Ingest {
   onAccepted(listener: (accepted: number) => void | Promise<void>): void;
   /** Called after commit with the devices a group flipped online or offline. */
   onDeviceState(listener: (changes: DeviceStateChange[]) => void | Promise<void>): void;
+  /** Called after each fold commits with the channel seqs whose last value it merged. */
+  onFolded(listener: (seqs: number[]) => void | Promise<void>): void;
   /** Resolves once state derived from everything ingested so far is up to date (ingest.fold.ts). */
   catchUp(): Promise<void>;
   /** After the last submit: folds what is left and releases what the core holds. */

@@ -163,3 +163,16 @@ export function answerPublish(
 export function capQos<P extends AedesPublishPacket>(packet: P): P {
   return packet.qos > 1 ? { ...packet, qos: 1 } : packet;
 }
+
+/**
+ * §8: aedes keeps a client's subscriptions in a plain object and looks an UNSUBSCRIBE's filter up in
+ * it, so a filter named like an Object.prototype member (`constructor`, `toString`) finds an inherited
+ * function, and aedes hands mqemitter an undefined listener, whose assertion throws out of the socket's
+ * data handler: one packet from a bridge would stop the process. With no prototype, such a filter
+ * finds nothing and gets reason code 0x11 "no subscription existed". Called in `preConnect`, before any
+ * other packet of the client is read.
+ */
+export function guardSubscriptionNames(client: Client): void {
+  const holder = client as unknown as { subscriptions: Record<string, unknown> };
+  holder.subscriptions = Object.assign(Object.create(null) as Record<string, unknown>, holder.subscriptions);
+}

@@ -26,6 +26,7 @@ import type { Db } from '../storage/database.ts';
 import {
   answerPublish,
   capQos,
+  guardSubscriptionNames,
   isMosquittoBridgeNotification,
   isQos2Retransmission,
   isWill,
@@ -93,11 +94,31 @@ function authError(message: string, returnCode: 3 | 5): Error & { returnCode: nu
  * only. Measurements and last-wills go through the one IngestCore, and the PUBACK is sent only after
  * the ingest group committed. aedes specifics live in `aedes-compat.ts`.
  */
+/**
+ * The bridge's cipher suites: TLS 1.3's three, and on TLS 1.2 only forward-secret (ECDHE) AEAD
+ * suites (GCM, ChaCha20-Poly1305), Mozilla's "intermediate" profile. Node's default would also agree
+ * CBC and CCM8 suites; every client we serve (mqtt.js, Mosquitto, mbedTLS) speaks GCM.
+ * test/cloud/mqtt/tls.test.ts checks it with `openssl s_client`.
+ */
+const BRIDGE_CIPHERS = [
+  'TLS_AES_128_GCM_SHA256',
+  'TLS_AES_256_GCM_SHA384',
+  'TLS_CHACHA20_POLY1305_SHA256',
+  'ECDHE-ECDSA-AES128-GCM-SHA256',
+  'ECDHE-RSA-AES128-GCM-SHA256',
+  'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-AES256-GCM-SHA384',
+  'ECDHE-ECDSA-CHACHA20-POLY1305',
+  'ECDHE-RSA-CHACHA20-POLY1305',
+].join(':');
+
 export class MqttBridge implements BridgeConnections {
   private broker: Aedes | null = null;
   private server: tls.Server | null = null;
   private sweep: NodeJS.Timeout | null = null;
   private stopping: Promise<void> | null = null;
+  /** PUBLISH packets received from authenticated bridges since start (read by `GET /metrics`). */
+  messagesReceived = 0;
   private readonly identities = new WeakMap<Client, Connection>();
   private readonly byBridge = new Map<string, Set<Client>>();
   private readonly revoked = new Set<string>();
@@ -126,6 +147,7 @@ export class MqttBridge implements BridgeConnections {
     const broker = await Aedes.createBroker({
       maximumPacketSize: MAX_PACKET_BYTES,
       preConnect: (client, packet, cb) => {
+        guardSubscriptionNames(client);
         const peer = rememberPeer(client);
         if (!peer) return cb(new Error('no verified client certificate'), false);
         scopeClientId(packet, peer);
@@ -179,6 +201,8 @@ export class MqttBridge implements BridgeConnections {
         key: keyPem,
         minVersion: 'TLSv1.2',
         maxVersion: 'TLSv1.3',
+        ciphers: BRIDGE_CIPHERS,
+        honorCipherOrder: true,
       },
       (socket) => broker.handle(socket),
     );
@@ -199,6 +223,13 @@ export class MqttBridge implements BridgeConnections {
     this.sweep = setInterval(() => void this.sweepConnections(), SWEEP_MS);
     this.sweep.unref();
     log.info({ port: this.port }, 'MQTT bridge listening');
+  }
+
+  /** MQTT connections of authenticated bridges now open (read by `GET /metrics`). */
+  get connectionCount(): number {
+    let n = 0;
+    for (const clients of this.byBridge.values()) n += clients.size;
+    return n;
   }
 
   get port(): number {
@@ -370,6 +401,7 @@ export class MqttBridge implements BridgeConnections {
       cb(new Error('not an authenticated bridge'));
       return;
     }
+    this.messagesReceived++;
     const receivedAt = this.deps.clock.nowMicros();
     if (packet.qos > 0 && !packet.dup && !isWill(packet)) {
       this.receiveTimes.newMessage(client.id, packet.messageId!);
@@ -573,6 +605,7 @@ export class MqttBridge implements BridgeConnections {
         countRate: false,
         deviceRef: null,
         error: null,
+        way: 'mqtt',
         ...part,
       });
     let outcome = await once();

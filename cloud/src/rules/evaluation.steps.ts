@@ -39,6 +39,15 @@ export interface AlarmNotifier {
   committed?(): void;
 }
 
+/**
+ * What one evaluation changed that people looking at the dashboard see: sensors whose state moved,
+ * and alarm events inserted, updated or withdrawn (`before` null for a new one). Told after commit.
+ */
+export interface EvaluationChanges {
+  sensors: { accountId: string; sensorId: string }[];
+  events: { before: AlarmEventRow | null; after: AlarmEventRow }[];
+}
+
 export interface EvaluationSummary {
   channels: number;
   eventsCreated: number;
@@ -84,6 +93,8 @@ export interface Evaluation {
   readonly evaluated: { seq: number; gen: number }[];
   /** Notifications due, for the notifier. */
   readonly transitions: AlarmTransition[];
+  /** States and events changed, for the live updates (after commit). */
+  readonly changes: EvaluationChanges;
 }
 
 export type EvaluationRepository = Pick<
@@ -100,10 +111,21 @@ export type EvaluationRepository = Pick<
   | 'clearEvaluated'
 >;
 
+/**
+ * Told, inside the evaluation's transaction, the oldest measurement time not yet evaluated of each
+ * channel whose marker the evaluation clears (the alert rules' engine keeps its own marker so).
+ */
+export interface EvaluationFollower {
+  channelsEvaluated(db: Db, marks: readonly { seq: number; from: number }[]): Promise<void>;
+  /** After the transaction that called `channelsEvaluated` committed. */
+  committed?(): void;
+}
+
 /** What the steps use besides the evaluation and its transaction. */
 export interface EvaluationEnv {
   readonly repository: EvaluationRepository;
   readonly notifier: AlarmNotifier;
+  readonly followers?: readonly EvaluationFollower[];
 }
 
 export type EvaluationStep = (ev: Evaluation, db: Db, env: EvaluationEnv) => Promise<void>;
@@ -119,6 +141,7 @@ export function newEvaluation(seqs: readonly number[], now: number, replayFrom?:
     trackerRows: [],
     evaluated: [],
     transitions: [],
+    changes: { sensors: [], events: [] },
   };
 }
 
@@ -283,6 +306,7 @@ export async function evaluateChannel(
     p.mustLoadEvents || desired.length > 0 ? await repo.ownedEvents(db, c.seq, seed.lastTs, seed.run) : [];
   const plan = reconcile(stored.map(storedOf), desired);
   const final = await applyReconciliation(db, c, stored, plan, now);
+  recordEventChanges(ev, stored, plan, final);
   for (const event of final) {
     const transition = await announce(db, event, windows, now);
     if (transition) ev.transitions.push(transition);
@@ -294,8 +318,26 @@ export async function evaluateChannel(
   ev.summary.eventsWithdrawn += plan.withdraw.length;
   ev.trackerRows.push(trackerRow(c.seq, derivation, timeline, windows, final, now));
   const state = stateAt(derivation.tail, timeline, windows, now);
-  if (state !== c.state) await repo.setState(db, c.seq, state);
+  if (state !== c.state) {
+    await repo.setState(db, c.seq, state);
+    ev.changes.sensors.push({ accountId: c.account_id, sensorId: c.id });
+  }
   if (c.eval_from !== null) ev.evaluated.push({ seq: c.seq, gen: c.eval_gen });
+}
+
+/** The events a reconciliation inserted, updated or withdrew, with what they were before. */
+function recordEventChanges(
+  ev: Evaluation,
+  stored: readonly AlarmEventRow[],
+  plan: Reconciliation,
+  final: readonly AlarmEventRow[],
+): void {
+  if (final.length === plan.unchanged.length) return;
+  const unchanged = new Set(plan.unchanged);
+  const before = new Map(stored.map((e) => [e.id, e]));
+  for (const after of final) {
+    if (!unchanged.has(after.id)) ev.changes.events.push({ before: before.get(after.id) ?? null, after });
+  }
 }
 
 /** The events the data supports, each silenced when its alarm time lies in a silence window. */
@@ -449,6 +491,15 @@ export async function notifyTransitions(ev: Evaluation, db: Db, { notifier }: Ev
   if (ev.transitions.length > 0) await notifier.notify(db, ev.transitions, ev.now);
 }
 
+/** Hands the followers the markers this evaluation clears, in the same transaction. */
+export async function tellFollowers(ev: Evaluation, db: Db, { followers }: EvaluationEnv): Promise<void> {
+  if (!followers?.length) return;
+  const marks = ev.channels.flatMap((p) =>
+    p.c.eval_from === null ? [] : [{ seq: p.c.seq, from: p.c.eval_from }],
+  );
+  if (marks.length > 0) for (const f of followers) await f.channelsEvaluated(db, marks);
+}
+
 /** The pipeline of one evaluation, as its table of contents. */
 export const EVALUATION_STEPS: readonly EvaluationStep[] = [
   planChannels,
@@ -457,6 +508,7 @@ export const EVALUATION_STEPS: readonly EvaluationStep[] = [
   evaluateChannels,
   saveTrackers,
   notifyTransitions,
+  tellFollowers,
 ];
 
 /** Runs the steps over one evaluation inside its transaction. */

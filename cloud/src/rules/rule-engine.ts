@@ -7,13 +7,20 @@ import {
   newEvaluation,
   runEvaluationSteps,
   type AlarmNotifier,
+  type EvaluationChanges,
   type EvaluationEnv,
+  type EvaluationFollower,
   type EvaluationSummary,
 } from './evaluation.steps.ts';
 import type { RulesRepository } from './rules.repository.ts';
 import type { Rule } from './timeline.ts';
 
-export type { AlarmNotifier, AlarmTransition, EvaluationSummary } from './evaluation.steps.ts';
+export type {
+  AlarmNotifier,
+  AlarmTransition,
+  EvaluationChanges,
+  EvaluationSummary,
+} from './evaluation.steps.ts';
 
 /** PostgreSQL advisory-lock namespace of channel evaluations (see `lockedTransaction`). */
 const CHANNEL_LOCK = 7335002;
@@ -34,12 +41,16 @@ export const RECOMPUTE_WINDOW_MICROS = 24 * MICROS_PER_HOUR;
  */
 export class RuleEngine implements RuleChangeListener {
   private tickTimer: NodeJS.Timeout | null = null;
+  /** Since start, after commit: channel evaluations and alarm events opened (read by `GET /metrics`). */
+  readonly counts = { channelsEvaluated: 0, alarmsOpened: 0 };
   private kickTimer: NodeJS.Timeout | null = null;
   private halted = false;
   private started = false;
   private chain: Promise<unknown> = Promise.resolve();
   private queuedDrain: { untilIdle: boolean; promise: Promise<void> } | null = null;
   private readonly env: EvaluationEnv;
+  private readonly changeListeners: ((changes: EvaluationChanges) => void)[] = [];
+  private readonly followers: EvaluationFollower[] = [];
 
   constructor(
     private readonly deps: {
@@ -56,7 +67,12 @@ export class RuleEngine implements RuleChangeListener {
       catchUp?: () => Promise<void>;
     },
   ) {
-    this.env = { repository: deps.repository, notifier: deps.notifier };
+    this.env = { repository: deps.repository, notifier: deps.notifier, followers: this.followers };
+  }
+
+  /** Adds a follower told of the channels each evaluation clears (the alert rules' engine). */
+  follow(follower: EvaluationFollower): void {
+    this.followers.push(follower);
   }
 
   start(): void {
@@ -65,6 +81,11 @@ export class RuleEngine implements RuleChangeListener {
     this.tickTimer = setInterval(() => this.runInBackground(), this.deps.tickMs ?? 15_000);
     this.tickTimer.unref();
     this.runInBackground(); // catches up on whatever a previous process left marked
+  }
+
+  /** Called after each evaluation commits with the states and events it changed (the live updates). */
+  onChanges(listener: (changes: EvaluationChanges) => void): void {
+    this.changeListeners.push(listener);
   }
 
   /** Stops the timers and waits for the evaluation in flight. Safe to call twice. */
@@ -235,9 +256,23 @@ export class RuleEngine implements RuleChangeListener {
       await runEvaluationSteps(evaluation, db, this.env);
       await inTransaction?.(db, evaluation.summary);
       return evaluation;
-    }).then(({ summary, transitions }) => {
+    }).then(({ summary, transitions, changes, evaluated }) => {
+      this.counts.channelsEvaluated += summary.channels;
+      this.counts.alarmsOpened += summary.eventsCreated;
       if (transitions.length > 0) this.deps.notifier.committed?.();
+      if (changes.sensors.length > 0 || changes.events.length > 0) this.tellChanges(changes);
+      if (evaluated.length > 0) for (const f of this.followers) f.committed?.();
       return summary;
     });
+  }
+
+  private tellChanges(changes: EvaluationChanges): void {
+    for (const listener of this.changeListeners) {
+      try {
+        listener(changes);
+      } catch (err) {
+        this.deps.log.error({ err }, 'rule change listener failed');
+      }
+    }
   }
 }

@@ -22,6 +22,26 @@ export class SensorsRepository {
       .executeTakeFirst();
   }
 
+  /** The account's sensors among `ids` whose devices still exist. */
+  async findMany(db: Db, accountId: string, ids: readonly string[]): Promise<SensorRow[]> {
+    if (ids.length === 0) return [];
+    return db
+      .selectFrom('sensors')
+      .selectAll('sensors')
+      .innerJoin('devices', 'devices.id', 'sensors.device_id')
+      .where('sensors.id', 'in', ids)
+      .where('sensors.account_id', '=', accountId)
+      .where('devices.deleted_at', 'is', null)
+      .orderBy('sensors.seq')
+      .execute();
+  }
+
+  /** Which sensors (and of which accounts) the channels `seqs` are. */
+  async refsOfSeqs(db: Db, seqs: readonly number[]): Promise<{ id: string; account_id: string }[]> {
+    if (seqs.length === 0) return [];
+    return db.selectFrom('sensors').select(['id', 'account_id']).where('seq', 'in', seqs).execute();
+  }
+
   async seqsOfDevice(db: Db, deviceId: string): Promise<number[]> {
     const rows = await db.selectFrom('sensors').select('seq').where('device_id', '=', deviceId).execute();
     return rows.map((r) => r.seq);

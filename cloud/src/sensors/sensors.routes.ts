@@ -39,7 +39,15 @@ export function sensorRoutes(s: SensorRoutesDeps): RouteDef[] {
       handler: async (req) => {
         const device = await devices.get(userOf(req.ctx).accountId, param(req, 'device_id'));
         const rows = await sensors.listForDevice(device.id);
-        return { status: 200, body: { data: rows.map(sensorView), next_cursor: null, has_more: false } };
+        const severities = await sensors.alertSeverities(rows.map((r) => r.seq));
+        return {
+          status: 200,
+          body: {
+            data: rows.map((r) => sensorView(r, severities.get(r.seq) ?? null)),
+            next_cursor: null,
+            has_more: false,
+          },
+        };
       },
     },
     {
@@ -49,10 +57,11 @@ export function sensorRoutes(s: SensorRoutesDeps): RouteDef[] {
       summary: 'Get a sensor',
       success: { status: 200, description: 'the sensor' },
       errors: ['sensor_not_found'],
-      handler: async (req) => ({
-        status: 200,
-        body: sensorView(await sensors.get(userOf(req.ctx).accountId, param(req, 'sensor_id'))),
-      }),
+      handler: async (req) => {
+        const row = await sensors.get(userOf(req.ctx).accountId, param(req, 'sensor_id'));
+        const severity = (await sensors.alertSeverities([row.seq])).get(row.seq) ?? null;
+        return { status: 200, body: sensorView(row, severity) };
+      },
     },
     {
       method: 'patch',
@@ -66,10 +75,9 @@ export function sensorRoutes(s: SensorRoutesDeps): RouteDef[] {
         const user = userOf(req.ctx);
         await sensors.find(user.accountId, param(req, 'sensor_id')); // 404 before 400
         const body = parseInput(PatchSensor, req.body, 'body');
-        return {
-          status: 200,
-          body: sensorView(await sensors.updateRule(user, param(req, 'sensor_id'), body)),
-        };
+        const row = await sensors.updateRule(user, param(req, 'sensor_id'), body);
+        const severity = (await sensors.alertSeverities([row.seq])).get(row.seq) ?? null;
+        return { status: 200, body: sensorView(row, severity) };
       },
     },
   ];

@@ -65,12 +65,36 @@ export class SensorsService {
     return sensors.listForDevice(db, deviceId);
   }
 
+  /** The worst open alert-rule severity of each sensor that has one (docs/api/alert-rules.md). */
+  async alertSeverities(seqs: readonly number[]): Promise<Map<number, 'warning' | 'critical'>> {
+    const out = new Map<number, 'warning' | 'critical'>();
+    if (seqs.length === 0) return out;
+    const rows = await this.deps.db
+      .selectFrom('alert_events')
+      .select(['sensor_seq', 'severity'])
+      .where('sensor_seq', 'in', [...seqs])
+      .where('ended_at', 'is', null)
+      .where('withdrawn_at', 'is', null)
+      .execute();
+    for (const r of rows) if (out.get(r.sensor_seq) !== 'critical') out.set(r.sensor_seq, r.severity);
+    return out;
+  }
+
   /** A sensor, its last value and state up to date: what a sensor object shows. */
   async get(accountId: string, id: string): Promise<SensorRow> {
     const found = await this.find(accountId, id);
     if (!this.deps.settle) return found;
     await this.deps.settle([found.seq]);
     return this.find(accountId, id);
+  }
+
+  /** The account's sensors among `ids`, their last values and states up to date, as `get` shows one. */
+  async getMany(accountId: string, ids: readonly string[]): Promise<SensorRow[]> {
+    const { db, sensors, settle } = this.deps;
+    const found = await sensors.findMany(db, accountId, ids);
+    if (!settle || found.length === 0) return found;
+    await settle(found.map((s) => s.seq));
+    return sensors.findMany(db, accountId, ids);
   }
 
   /**

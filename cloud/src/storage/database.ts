@@ -275,3 +275,14 @@ export async function lockedTransaction<T>(
     }
   });
 }
+
+/**
+ * The migrations this process knows that the database has not applied (empty when the schema is
+ * current). A replica started from an older build sees newer migrations as applied and says nothing
+ * of them: its own schema is there. Throws when the database does not answer.
+ */
+export async function pendingMigrations(db: Db): Promise<string[]> {
+  const applied = await sql<{ name: string }>`SELECT name FROM schema_migrations`.execute(db);
+  const done = new Set(applied.rows.map((r) => r.name));
+  return MIGRATIONS.map((m) => m.name).filter((name) => !done.has(name));
+}

@@ -61,3 +61,55 @@ export async function createMonth(database: Database, year: number, month0: numb
     return true;
   });
 }
+
+/** How long dropping a month may wait for the table lock before giving up until the next run. */
+const DROP_LOCK_TIMEOUT = '5s';
+
+/**
+ * Drops the measurement months that end at or before `cutoff`, whole: detaching and dropping a
+ * partition frees its pages at once, where deleting its rows leaves dead tuples for vacuum and
+ * writes every row to the WAL. Answers the partitions dropped. Rows before the cutoff that remain
+ * (the month at the boundary, the default partition) are the row-wise delete's. SQLite has one
+ * table, so nothing is dropped there and the row-wise delete does all the work.
+ *
+ * Detaching takes the parent table's lock for a moment; `lock_timeout` keeps a long read from making
+ * ingest queue behind the waiting detach, and a month not dropped now is dropped at the next run.
+ */
+export async function dropMeasurementMonthsBefore(
+  database: Database,
+  cutoff: number,
+  log: Logger,
+): Promise<string[]> {
+  if (database.dialect !== 'postgres') return [];
+  const parts = await sql<{ name: string }>`SELECT c.relname AS name FROM pg_inherits i
+    JOIN pg_class c ON c.oid = i.inhrelid
+    JOIN pg_class p ON p.oid = i.inhparent
+    WHERE p.relname = 'measurements' AND p.relnamespace = current_schema()::regnamespace`.execute(
+    database.db,
+  );
+  const due = parts.rows
+    .map((r) => ({ name: r.name, m: /^measurements_y(\d{4})m(\d{2})$/.exec(r.name) }))
+    .filter((p) => p.m !== null && monthStartMicros(Number(p.m[1]), Number(p.m[2])) <= cutoff)
+    .map((p) => p.name)
+    .sort();
+  const dropped: string[] = [];
+  for (const name of due) {
+    try {
+      await database.db.transaction().execute(async (trx) => {
+        // One maintainer at a time across replicas (the lock `createMonth` takes).
+        await sql`SELECT pg_advisory_xact_lock(7335002)`.execute(trx);
+        const still = await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_class
+          WHERE relname = ${name} AND relnamespace = current_schema()::regnamespace`.execute(trx);
+        if (still.rows[0]!.n === 0) return; // another replica dropped it meanwhile
+        await sql.raw(`SET LOCAL lock_timeout = '${DROP_LOCK_TIMEOUT}'`).execute(trx);
+        await sql.raw(`ALTER TABLE measurements DETACH PARTITION ${name}`).execute(trx);
+        await sql.raw(`DROP TABLE ${name}`).execute(trx);
+      });
+      dropped.push(name);
+    } catch (err) {
+      log.warn({ err, partition: name }, 'measurement month not dropped; retried at the next run');
+    }
+  }
+  if (dropped.length) log.info({ partitions: dropped }, 'measurement months dropped by retention');
+  return dropped;
+}

@@ -184,6 +184,30 @@ export interface Tables {
   rate_limit_counters: { bucket: string; window_start: number; count: number };
   /** Points written by ingest and not yet folded into derived state (migration 0005, ingest.fold.ts). */
   ingest_journal: { id: Generated<number>; points: Uint8Array; created_at: number };
+  /** Inbound integrations (migration 0011): a `whk_` token each, for one site of an account. */
+  integrations: {
+    id: string;
+    account_id: string;
+    site_id: string;
+    kind: 'chirpstack' | 'ttn' | 'shelly';
+    name: string;
+    token_hash: string;
+    created_by: string;
+    created_at: number;
+    token_issued_at: number;
+    last_used_at: number | null;
+    deleted_at: number | null;
+  };
+  /** Each uplink an integration delivered, with the time its measurements were stored under. */
+  integration_uplinks: { integration_id: string; uplink_key: string; ts: number; created_at: number };
+  /** The last event of each kind per device of an integration (`detail`: JSON). */
+  integration_device_events: {
+    integration_id: string;
+    dev_eui: string;
+    event: string;
+    at: number;
+    detail: string;
+  };
   /** MQTT bridges (migration 0004): one client certificate each, known by its fingerprint. */
   bridges: {
     id: string;
@@ -252,6 +276,76 @@ export interface Tables {
     withdrawn_at: number | null;
     notified_open_at: number | null;
     notified_resolved_at: number | null;
+    created_at: number;
+    updated_at: number;
+  };
+  /** Alert rules as they are now (migration 0013); JSON as text; soft-deleted. */
+  alert_rules: {
+    id: string;
+    account_id: string;
+    name: string;
+    enabled: number;
+    site_id: string | null;
+    kind: string | null;
+    /** JSON array of channel ids, or null for every channel of `kind` on `site_id`. */
+    channel_ids: string | null;
+    conditions: string;
+    schedule: string | null;
+    notify: string;
+    created_by: string;
+    created_at: number;
+    updated_at: number;
+    deleted_at: number | null;
+  };
+  /** Every version of an alert rule from `valid_from` on (what the evaluator judges by). */
+  alert_rule_versions: {
+    rule_id: string;
+    valid_from: number;
+    enabled: number;
+    site_id: string | null;
+    kind: string | null;
+    channel_ids: string | null;
+    conditions: string;
+    schedule: string | null;
+  };
+  /** Channels with measurements the alert engine has not seen yet (oldest ts, generation). */
+  alert_marks: { sensor_seq: number; from_ts: number; gen: number };
+  /** Per (alert rule, channel): the evaluator's state and checkpoints (JSON), and the next due time. */
+  alert_trackers: {
+    rule_id: string;
+    sensor_seq: number;
+    state: string | null;
+    due_at: number | null;
+    updated_at: number;
+  };
+  /** Alarm events of alert rules. */
+  alert_events: {
+    id: string;
+    account_id: string;
+    rule_id: string;
+    version_from: number;
+    cond: number;
+    /** JSON: the condition that fired, as written in the rule. */
+    condition: string;
+    severity: 'warning' | 'critical';
+    site_id: string;
+    device_id: string;
+    sensor_id: string;
+    channel_id: string;
+    sensor_seq: number;
+    kind: 'threshold_high' | 'threshold_low' | 'no_data' | 'rate_of_change';
+    started_at: number;
+    alarm_at: number;
+    ended_at: number | null;
+    peak_value: number | null;
+    silenced: number;
+    acknowledged_at: number | null;
+    acknowledged_by: string | null;
+    ack_note: string | null;
+    withdrawn_at: number | null;
+    notified_open_at: number | null;
+    notified_resolved_at: number | null;
+    notify_n: number;
     created_at: number;
     updated_at: number;
   };
@@ -325,4 +419,31 @@ export interface Tables {
   };
   /** A ready report's PDF, kept in the database (docs/operations.md, "Reports"). */
   report_files: { report_id: string; content: Uint8Array };
+  /** Public community API (migration 0012): what an owner publishes about a device. */
+  public_devices: {
+    device_id: string;
+    account_id: string;
+    enabled: number;
+    nickname: string | null;
+    location_name: string | null;
+    organisation: string | null;
+    lat: number | null;
+    lon: number | null;
+    updated_at: number;
+  };
+  /** Sensors an operator took off the public map. */
+  public_hidden_sensors: { sensor_id: string; hidden_at: number };
+  /** Reports about public sensors; `resolution` is `hidden` or `dismissed` once an operator acts. */
+  public_flags: {
+    id: string;
+    sensor_id: string;
+    reason: string;
+    /** A hash of the reporter's address: repeat reporters show, addresses are not kept. */
+    reporter: string;
+    created_at: number;
+    resolved_at: number | null;
+    resolution: 'hidden' | 'dismissed' | null;
+  };
+  /** One row (`id` 1): grows with every change of what is public (cache invalidation across replicas). */
+  public_epoch: { id: number; epoch: number };
 }

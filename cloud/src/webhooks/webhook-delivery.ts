@@ -18,9 +18,10 @@ export function retryDelayMs(attempts: number): number {
   return Math.min(3_600_000, 30_000 * 2 ** Math.max(0, attempts - 1));
 }
 
-type PostResult = { status: number; error: null } | { status: null; error: string };
+export type PostResult = { status: number; error: null } | { status: null; error: string };
 
-function post(
+/** POSTs a body to a checked URL; answers the status, or the error (never throws). */
+export function post(
   url: URL,
   body: string,
   headers: Record<string, string>,

@@ -111,7 +111,8 @@ export class WebhooksService {
   }
 
   /**
-   * Queues `{id, type, created_at, data}` for every webhook of the account subscribed to `type`.
+   * Queues `{id, type, created_at, data}` for every webhook of the account subscribed to `type`, or,
+   * with `only`, for those of the listed webhooks still live (an alert rule's chosen targets).
    * Call it with the transaction of the change; the body is fixed now and signed at each attempt.
    */
   async publish(
@@ -120,10 +121,11 @@ export class WebhooksService {
     type: WebhookEventType,
     data: unknown,
     now: number,
+    only?: readonly string[],
   ): Promise<number> {
     const { webhooks, jobs } = this.deps;
     const targets = (await webhooks.live(db, accountId)).filter((w) =>
-      (JSON.parse(w.events) as string[]).includes(type),
+      only ? only.includes(w.id) : (JSON.parse(w.events) as string[]).includes(type),
     );
     for (const w of targets) {
       const id = newId('whd');

@@ -10,7 +10,7 @@ const BASE_URL = 'https://monitor.example.com';
 /** Every supported model of docs/api/resources.md, with its vendor, URL kind and identify support. */
 const MODELS = [
   { model: 'shelly-ht-gen1', vendor: 'Shelly', ingest_url_kind: 'shelly_get', identify: false },
-  { model: 'shelly-plus-ht', vendor: 'Shelly', ingest_url_kind: 'mqtt', identify: true },
+  { model: 'shelly-plus-ht', vendor: 'Shelly', ingest_url_kind: 'mqtt', identify: false },
   { model: 'shelly-ht-gen3', vendor: 'Shelly', ingest_url_kind: 'shelly_get', identify: false },
   { model: 'shelly-plus-1pm', vendor: 'Shelly', ingest_url_kind: 'mqtt', identify: true },
   { model: 'lorawan-generic', vendor: 'LoRaWAN', ingest_url_kind: 'lorawan', identify: false },
@@ -95,6 +95,7 @@ describe.each(DATABASES)('devices on %s', (db) => {
       last_seen_at: null,
       online: false,
       created_at: expect.stringMatching(TIMESTAMP),
+      public: null,
     });
     // the plaintext is answered once: reading the device never shows it again
     expect(got.text).not.toContain(answer.json.ingest_token);

@@ -65,7 +65,6 @@ describe.each(DATABASES)('the HTTP core on %s', (db) => {
         ['DELETE', '/v1/sites'],
         ['PUT', '/v1/sites/site_x'],
         ['GET', '/v2/sites'],
-        ['GET', '/'],
       ]) {
         const answer = await t.http.call(method!, path!, undefined, { token: user.token });
         expectEnvelope(answer, 404, 'not_found');

@@ -5,7 +5,7 @@ import { newId } from '../../../shared/ids.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { alarmEventRow, createDevice, createSite, insertSensor } from '../../helpers/fixtures.ts';
-import type { Answer, CallOptions } from '../../helpers/http.ts';
+import { HttpClient, type Answer, type CallOptions } from '../../helpers/http.ts';
 
 /** Account A with one of everything, and account B, an admin of another account. */
 interface World {
@@ -28,6 +28,11 @@ interface World {
     reportId: string;
     /** A's report schedule. */
     scheduleId: string;
+    /** A's inbound integration and its `whk_` token. */
+    integrationId: string;
+    integrationToken: string;
+    /** A's alert rule (on A's channel). */
+    alertRuleId: string;
   };
   b: SignedIn;
 }
@@ -309,6 +314,64 @@ const PROBES: Record<string, RouteProbe> = {
     call: ({ t, a }, auth) => t.http.delete(`/v1/report-schedules/${a.scheduleId}`, auth),
     asOutsider: notFound('report_schedule_not_found'),
   },
+  'POST /v1/integrations': {
+    call: ({ t, a }, auth) =>
+      t.http.post('/v1/integrations', { kind: 'chirpstack', site_id: a.siteId, name: 'intruder' }, auth),
+    asOutsider: notFound('site_not_found'),
+  },
+  'GET /v1/integrations': {
+    call: ({ t }, auth) => t.http.get('/v1/integrations', auth),
+    asOutsider: (answer, w) => {
+      ownOnly(200)(answer, w);
+      expect(answer.text).not.toContain(w.a.integrationId);
+    },
+  },
+  'GET /v1/integrations/:integration_id': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/integrations/${a.integrationId}`, auth),
+    asOutsider: notFound('integration_not_found'),
+  },
+  'DELETE /v1/integrations/:integration_id': {
+    call: ({ t, a }, auth) => t.http.delete(`/v1/integrations/${a.integrationId}`, auth),
+    asOutsider: notFound('integration_not_found'),
+  },
+  'POST /v1/integrations/:integration_id/rotate-token': {
+    call: ({ t, a }, auth) =>
+      t.http.post(`/v1/integrations/${a.integrationId}/rotate-token`, undefined, auth),
+    asOutsider: notFound('integration_not_found'),
+  },
+  'POST /v1/alert-rules': {
+    call: ({ t, a }, auth) =>
+      t.http.post(
+        '/v1/alert-rules',
+        {
+          name: 'x',
+          channel_ids: [a.channelId],
+          conditions: [{ type: 'above', value: 8, severity: 'warning' }],
+        },
+        auth,
+      ),
+    asOutsider: notFound('channel_not_found'),
+  },
+  'GET /v1/alert-rules': {
+    call: ({ t }, auth) => t.http.get('/v1/alert-rules', auth),
+    asOutsider: (answer, w) => {
+      ownOnly(200)(answer, w);
+      expect(answer.text).not.toContain(w.a.alertRuleId);
+      expect(answer.json.data).toEqual([]);
+    },
+  },
+  'GET /v1/alert-rules/:rule_id': {
+    call: ({ t, a }, auth) => t.http.get(`/v1/alert-rules/${a.alertRuleId}`, auth),
+    asOutsider: notFound('alert_rule_not_found'),
+  },
+  'PATCH /v1/alert-rules/:rule_id': {
+    call: ({ t, a }, auth) => t.http.patch(`/v1/alert-rules/${a.alertRuleId}`, { name: 'mine now' }, auth),
+    asOutsider: notFound('alert_rule_not_found'),
+  },
+  'DELETE /v1/alert-rules/:rule_id': {
+    call: ({ t, a }, auth) => t.http.delete(`/v1/alert-rules/${a.alertRuleId}`, auth),
+    asOutsider: notFound('alert_rule_not_found'),
+  },
 };
 
 /** An alarm event and a webhook of A, written as the engine and registration would (no network needed). */
@@ -350,6 +413,43 @@ async function alarmAndWebhookOf(t: TestCloud, accountId: string, userId: string
 const routeKey = (route: RouteDef) => `${route.method.toUpperCase()} ${route.path}`;
 const isUserRoute = (route: RouteDef) => route.auth === 'user' || route.auth === 'user-or-session';
 
+/** The `/v1` route a dashboard route is served from, as PROBES names it. */
+const v1Key = (route: RouteDef) => `${route.method.toUpperCase()} /v1${route.path.slice('/app/api'.length)}`;
+
+/**
+ * Dashboard routes with no resource of A to reach: sign-in and sign-out act on the caller's own
+ * session, and the stream's isolation is tested with live changes (test/cloud/live/stream.test.ts).
+ */
+const DASHBOARD_OWN_SESSION_ONLY = [
+  'POST /app/api/auth/request',
+  'POST /app/api/auth/verify',
+  'POST /app/api/auth/logout',
+  'POST /app/api/auth/logout-all',
+  'GET /app/api/stream',
+];
+
+/**
+ * A client that sends every `/v1` call of a probe to `/app/api` as the dashboard does: the session
+ * cookie (whatever the probe asks for) and `X-Requested-With`.
+ */
+class DashboardClient extends HttpClient {
+  constructor(
+    baseUrl: string,
+    private readonly cookie: string,
+  ) {
+    super(baseUrl);
+  }
+
+  override call(method: string, path: string, body?: unknown, options: CallOptions = {}): Promise<Answer> {
+    const { token: _ignored, ...rest } = options;
+    return super.call(method, path.replace(/^\/v1\//, '/app/api/'), body, {
+      ...rest,
+      cookie: this.cookie,
+      headers: { ...rest.headers, 'x-requested-with': 'XMLHttpRequest' },
+    });
+  }
+}
+
 describe.each(DATABASES)('isolation between accounts on %s', (db) => {
   let w: World;
   let routes: RouteDef[];
@@ -369,6 +469,8 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
       bridges: (await get('/v1/bridges')).data.map((r: { id: string }) => r.id),
       reports: (await get('/v1/reports')).data.map((r: { id: string }) => r.id),
       reportSchedules: (await get('/v1/report-schedules')).data,
+      integrations: (await get('/v1/integrations')).data,
+      alertRules: (await get('/v1/alert-rules')).data,
     };
   }
 
@@ -405,6 +507,20 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
       { site_id: siteId, template: 'haccp_monthly', language: 'en', every: 'week', recipients: [a.email] },
       { token: a.token },
     );
+    const integration = await t.http.post(
+      '/v1/integrations',
+      { kind: 'chirpstack', site_id: siteId, name: 'a network server' },
+      { token: a.token },
+    );
+    const alertRule = await t.http.post(
+      '/v1/alert-rules',
+      {
+        name: 'a rule',
+        channel_ids: [sensor.channel_id],
+        conditions: [{ type: 'above', value: 8, severity: 'warning' }],
+      },
+      { token: a.token },
+    );
     w = {
       t,
       a: {
@@ -421,6 +537,9 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
         bridgeId: bridge.json.id,
         reportId: report.json.id,
         scheduleId: schedule.json.id,
+        integrationId: integration.json.id,
+        integrationToken: integration.json.token,
+        alertRuleId: alertRule.json.id,
       },
       b: await signUp(t, 'b@example.com'),
     };
@@ -456,6 +575,36 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
     expect(audit.json.data.filter((e: { by: string }) => e.by !== w.a.userId)).toEqual([]);
   });
 
+  it('has a probe for every /app/api route, the one of the /v1 route it is served from', () => {
+    const dashboard = w.t.cloud.dashboardRoutes.map(routeKey);
+    const probed = w.t.cloud.dashboardRoutes.filter((r) => !DASHBOARD_OWN_SESSION_ONLY.includes(routeKey(r)));
+    expect(probed.map(v1Key).filter((k) => !(k in PROBES))).toEqual([]);
+    expect(Object.keys(PROBES).filter((k) => !dashboard.includes(k.replace('/v1/', '/app/api/')))).toEqual(
+      [],
+    );
+    expect(DASHBOARD_OWN_SESSION_ONLY.filter((k) => !dashboard.includes(k))).toEqual([]);
+  });
+
+  it("answers B's session on every /app/api route with 404 for A's resources, or with B's own data only", async () => {
+    const { t, b } = w;
+    const asB = { ...w, t: { ...t, http: new DashboardClient(t.url, `os_session=${b.cookie}`) } };
+    for (const route of t.cloud.dashboardRoutes) {
+      const probe = PROBES[v1Key(route)];
+      if (!probe) continue; // DASHBOARD_OWN_SESSION_ONLY, checked above
+      const answer = await probe.call(asB, {});
+      try {
+        await probe.asOutsider(answer, w);
+      } catch (err) {
+        throw new Error(`${routeKey(route)} as B: ${answer.status} ${answer.text}\n${String(err)}`, {
+          cause: err,
+        });
+      }
+    }
+    expect(await snapshotOfA()).toEqual(before);
+    const audit = await t.http.get('/v1/accounts/me/audit', { token: w.a.token });
+    expect(audit.json.data.filter((e: { by: string }) => e.by !== w.a.userId)).toEqual([]);
+  });
+
   it.each([
     ['no Authorization header', 401, 'auth_required', {}],
     ['a garbage token', 401, 'token_invalid', { token: 'garbage' }],
@@ -464,13 +613,16 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
     ['an empty Bearer header', 401, 'token_invalid', { headers: { authorization: 'Bearer ' } }],
     ['the session cookie instead of a token', 401, 'auth_required', 'cookie'],
     ["A's device token", 403, 'forbidden', 'device'],
+    ["A's integration token", 403, 'forbidden', 'integration'],
   ] as const)('answers every management route called with %s: %i %s', async (_what, status, code, auth) => {
     const options: CallOptions =
       auth === 'device'
         ? { token: w.a.deviceToken }
-        : auth === 'cookie'
-          ? { cookie: `os_session=${w.a.cookie}` }
-          : auth;
+        : auth === 'integration'
+          ? { token: w.a.integrationToken }
+          : auth === 'cookie'
+            ? { cookie: `os_session=${w.a.cookie}` }
+            : auth;
     for (const route of routes) {
       const probe = PROBES[routeKey(route)];
       if (!probe) continue;

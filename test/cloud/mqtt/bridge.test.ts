@@ -450,7 +450,7 @@ describe.each(DATABASES)('MQTT bridge on %s', (db) => {
       });
       const freezer = await createDevice(t, user.token, cellar, {
         local_id: 'freezer-1',
-        model: 'shelly-plus-ht',
+        model: 'shelly-plus-1pm',
       });
 
       const atKitchen = nextMessage(kitchen, () => true);
@@ -473,10 +473,17 @@ describe.each(DATABASES)('MQTT bridge on %s', (db) => {
 
     it('answers unsupported for models that cannot blink and unreachable without a connected bridge', async () => {
       const gen1 = await createDevice(t, user.token, siteId, { model: 'shelly-ht-gen1' });
+      const plusHt = await createDevice(t, user.token, siteId, { model: 'shelly-plus-ht' });
       const plain = await createDevice(t, user.token, siteId, { model: 'mqtt-generic' });
       const post = (id: string) =>
         t.http.post(`/v1/devices/${id}/identify`, undefined, { token: user.token });
       expect((await post(gen1.id)).json).toEqual({ status: 'unsupported' });
+      // A Plus H&T sleeps between reports and has nothing to blink: the models list says so too.
+      expect((await post(plusHt.id)).json).toEqual({ status: 'unsupported' });
+      const models = (await t.http.get('/v1/models', { token: user.token })).json as {
+        data: { model: string; identify: boolean }[];
+      };
+      expect(models.data.find((m) => m.model === 'shelly-plus-ht')?.identify).toBe(false);
       expect(await post(plain.id)).toMatchObject({ status: 202, json: { status: 'unreachable' } });
       expect((await post('dev_nope')).json.error.code).toBe('device_not_found');
     });

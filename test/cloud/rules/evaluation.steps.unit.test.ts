@@ -117,7 +117,7 @@ function samplesBeforeOf(samples: Sample[]) {
 const timeline = RuleTimeline.constant(RULE);
 
 describe('rule evaluation steps', () => {
-  it('run as plan, read samples, read silences, evaluate each channel, save trackers, notify', () => {
+  it('run as plan, read samples, read silences, evaluate each channel, save trackers, notify, tell followers', () => {
     expect(EVALUATION_STEPS.map((s) => s.name)).toEqual([
       'planChannels',
       'readSamples',
@@ -125,6 +125,7 @@ describe('rule evaluation steps', () => {
       'evaluateChannels',
       'saveTrackers',
       'notifyTransitions',
+      'tellFollowers',
     ]);
   });
 

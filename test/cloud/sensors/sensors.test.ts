@@ -69,6 +69,7 @@ describe.each(DATABASES)('sensors on %s', (db) => {
           last_value: null,
           last_ts: null,
           state: 'no_data',
+          alert_severity: null,
           created_at: expect.stringMatching(TIMESTAMP),
         },
         expect.objectContaining({

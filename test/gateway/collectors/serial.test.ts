@@ -99,6 +99,48 @@ describe('serial collector on a pseudo-terminal', () => {
   });
 });
 
+describe('serial collector with a full buffer', () => {
+  it('counts a line the buffer refuses as refused and lost, in the status and the log', async () => {
+    const dir = tempDir('gw-serial-full-');
+    const sensor = new SerialSensorEmulator({
+      sensorPath: path.join(dir, 'sensor-end'),
+      gatewayPath: path.join(dir, 'ttyUSB0'),
+      format: 'kv',
+    });
+    cleanups.push(async () => {
+      await sensor.stop();
+      fs.rmSync(dir, { recursive: true, force: true });
+    });
+    await sensor.plug();
+    // No cloud to drain to (nothing listens on port 1), and room for three rows: the device's info
+    // and two readings.
+    const file = writeGatewayConfig(dir, {
+      bundle: localBundle(pki, 'mqtts://127.0.0.1:1'),
+      buffer: { capacity: 3 },
+      collectors: {
+        serial: {
+          ports: [{ path: sensor.gatewayPath, device: 'probe', format: 'kv', reopen_min_ms: 50 }],
+        },
+      },
+    });
+    const gw = await startTestGateway(file);
+    cleanups.push(() => gw.stop());
+    const counters = () => gw.gateway.status.snapshot().collectors.serial!;
+    await until(() => counters().state === 'open', 'the port to open');
+
+    for (const t of [1, 2, 3, 4, 5]) await sensor.send({ temperature: t, humidity: 50 });
+    await until(() => counters().accepted + counters().refused === 5, 'five lines judged');
+    expect(counters()).toMatchObject({ received: 5, accepted: 2, refused: 3, lost: 3, invalid: 0 });
+    expect(gw.gateway.status.snapshot().buffer.depth).toBe(3);
+    const lostLines = gw.logs.filter((l) => l.msg === 'serial reading lost: the buffer refused it');
+    expect(lostLines.map((l) => [l.code, l.line])).toEqual([
+      ['buffer_full', expect.stringContaining('temperature=3')],
+      ['buffer_full', expect.stringContaining('temperature=4')],
+      ['buffer_full', expect.stringContaining('temperature=5')],
+    ]);
+  });
+});
+
 describe('serial line formats', () => {
   it('reads key=value pairs with aliases, labels, battery volts, device and time', () => {
     const line = parseKvLine(

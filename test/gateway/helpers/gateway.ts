@@ -28,6 +28,7 @@ export function writeGatewayConfig(
     collectors?: Record<string, unknown>;
     uplink?: Record<string, unknown>;
     buffer?: Record<string, unknown>;
+    statusPage?: Record<string, unknown>;
     gatewayId?: string;
   },
 ): string {
@@ -43,6 +44,8 @@ export function writeGatewayConfig(
         log_level: 'debug',
         status_interval_s: 3600,
       },
+      // Any free port: tests run side by side.
+      status_page: { host: '127.0.0.1', port: 0, ...options.statusPage },
       uplink: {
         bundle: './bridge.json',
         reconnect_min_ms: 50,

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
 import { ROOT } from '../../helpers/process.ts';
 
 export interface GatewayProcess {
@@ -11,10 +12,20 @@ export interface GatewayProcess {
   kill(signal: NodeJS.Signals): Promise<number | string>;
 }
 
-/** Starts the gateway as `npm run gateway -- --config FILE` does, and waits until it has started. */
-export async function spawnGateway(configFile: string): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/src/main.ts', '--config', configFile], {
-    cwd: ROOT,
+/**
+ * Starts the gateway as `npm run gateway -- --config FILE` does (or, given `bundle`, as the
+ * production build runs: `node gateway.mjs --config FILE` from the bundle's own folder), and waits
+ * until it has started.
+ */
+export async function spawnGateway(
+  configFile: string,
+  options: { bundle?: string } = {},
+): Promise<GatewayProcess> {
+  const args = options.bundle
+    ? [options.bundle, '--config', configFile]
+    : ['--import', 'tsx', 'gateway/src/main.ts', '--config', configFile];
+  const child = spawn(process.execPath, args, {
+    cwd: options.bundle ? path.dirname(options.bundle) : ROOT,
     env: { PATH: process.env.PATH },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

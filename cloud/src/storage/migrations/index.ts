@@ -9,6 +9,9 @@ import type { Migration } from './migration.ts';
 import { reports } from './0008_reports.ts';
 import { auditChain } from './0009_audit_chain.ts';
 import { reportSchedules } from './0010_report_schedules.ts';
+import { integrations } from './0011_integrations.ts';
+import { publicApi } from './0012_public.ts';
+import { alertRules } from './0013_alert_rules.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
@@ -26,4 +29,7 @@ export const MIGRATIONS: readonly Migration[] = [
   reports,
   auditChain,
   reportSchedules,
+  integrations,
+  publicApi,
+  alertRules,
 ];

@@ -1,33 +1,54 @@
 import fs from 'node:fs';
 import { connect, type IClientOptions, type MqttClient } from 'mqtt';
+import { backoffDelay } from '../../backoff.ts';
 import type { CheckResult, Collector, CollectorDeps, IdentifyResult } from '../../collector.ts';
 import type { ChirpstackConfig } from '../../config.ts';
 import { endWithin } from '../../end-mqtt-client.ts';
 import { ReadingRefused } from '../../reading.ts';
 import { validateMeasurement } from '../../../../shared/ingest.ts';
-import { decodeCayenneLpp, measurementsFromObject } from './decoded-object.ts';
-import { parseUplinkEvent, UplinkEventError, type UplinkEventData } from './uplink-event.ts';
+import {
+  parseUplinkEvent,
+  UplinkEventError,
+  type UplinkEventData,
+} from '../../../../shared/lorawan/chirpstack-events.ts';
+import { measurementsFromObject } from '../../../../shared/lorawan/decoded-object.ts';
+import { decodePayload, decoderForModel } from '../../../../shared/lorawan/payload-decoders.ts';
 
 const UP_TOPIC = /^application\/([^/]+)\/device\/([0-9a-fA-F]{16})\/event\/up$/;
 
 /**
  * LoRaWAN: a subscriber to a ChirpStack v4 MQTT integration (`application/<app>/device/+/event/up`,
- * JSON or protobuf). The decoded `object` is mapped to measurements (decoded-object.ts); without
- * one, a device configured with `decoder: cayenne-lpp` has its `data` decoded here. The uplink's
+ * JSON or protobuf). The decoded `object` is mapped to measurements (shared/lorawan/decoded-object.ts,
+ * the same map as the cloud's webhooks); without one, `data` is decoded here with the device's
+ * configured decoder, else its model's (shared/lorawan/payload-decoders.ts). The uplink's
  * best RSSI becomes a `signal` measurement; the reading's time is the network server's receive time
  * (`time`), the closest the event carries to when the sensor measured.
  *
  * The subscription is QoS 1 with a persistent session, and a message is acknowledged only after its
  * reading is buffered: when the buffer refuses it, the connection is dropped without a PUBACK and
  * the broker delivers it again after the reconnect.
+ *
+ * Reconnects are the collector's, not mqtt.js's fixed period: after a lost or failed connection the
+ * next attempt waits an exponential backoff with jitter (`reconnect_min_ms` doubling up to
+ * `reconnect_max_ms`, backoff.ts), reset by a successful CONNACK, so a broker that is down for
+ * hours is not hammered every few seconds by every gateway at once.
  */
 export class ChirpstackCollector implements Collector {
   readonly name = 'chirpstack';
   private client: MqttClient | null = null;
   /** DevEUI → application id, learnt from uplink topics (needed to address a downlink). */
   private readonly applications = new Map<string, string>();
+  private reconnectTimer: NodeJS.Timeout | null = null;
+  /** Failed or lost connections since the last CONNACK. */
+  private attempt = 0;
 
-  constructor(private readonly deps: CollectorDeps & { config: ChirpstackConfig; gatewayId: string }) {}
+  constructor(
+    private readonly deps: CollectorDeps & {
+      config: ChirpstackConfig;
+      gatewayId: string;
+      random?: () => number;
+    },
+  ) {}
 
   private options(clientId: string, clean: boolean): IClientOptions {
     const c = this.deps.config;
@@ -35,7 +56,8 @@ export class ChirpstackCollector implements Collector {
       clientId,
       clean,
       protocolVersion: 4,
-      reconnectPeriod: 2000,
+      // 0: mqtt.js never reconnects by itself; `scheduleReconnect` does, with backoff.
+      reconnectPeriod: 0,
       connectTimeout: 10_000,
       ...(c.username ? { username: c.username, password: c.password } : {}),
       ...(c.ca_file ? { ca: fs.readFileSync(c.ca_file) } : {}),
@@ -60,6 +82,7 @@ export class ChirpstackCollector implements Collector {
       );
     };
     client.on('connect', (connack) => {
+      this.attempt = 0;
       counters.state = 'connected';
       log.info(
         { url: config.url, sessionPresent: connack.sessionPresent },
@@ -74,6 +97,7 @@ export class ChirpstackCollector implements Collector {
       if (counters.state === 'connected')
         log.warn({ url: config.url }, 'ChirpStack broker connection lost: reconnecting');
       counters.state = 'reconnecting';
+      this.scheduleReconnect(client);
     });
     client.on('error', (err) => {
       counters.errors++;
@@ -81,6 +105,29 @@ export class ChirpstackCollector implements Collector {
     });
     this.client = client;
     counters.state = 'connecting';
+  }
+
+  /** Plans the next connection attempt of `client` after the backoff of the current attempt. */
+  private scheduleReconnect(client: MqttClient): void {
+    if (this.reconnectTimer || this.client !== client) return;
+    const { config, log } = this.deps;
+    const delay = backoffDelay(
+      this.attempt,
+      config.reconnect_min_ms,
+      config.reconnect_max_ms,
+      this.deps.random,
+    );
+    this.attempt++;
+    log.debug(
+      { url: config.url, retryInMs: delay, attempt: this.attempt },
+      'ChirpStack broker: reconnecting after backoff',
+    );
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = null;
+      if (this.client !== client) return;
+      // The stores carry over: QoS 1 downlinks not yet acknowledged are sent again.
+      client.reconnect({ incomingStore: client.incomingStore, outgoingStore: client.outgoingStore });
+    }, delay);
   }
 
   /** Resolves once the reading is buffered (then mqtt.js sends the PUBACK); rejects to withhold it. */
@@ -101,9 +148,10 @@ export class ChirpstackCollector implements Collector {
     this.applications.set(event.devEui, match[1]!);
     const device = config.devices[event.devEui];
     let object = event.object;
-    const decoder = device?.decoder ?? config.default_decoder;
-    if (!object && decoder === 'cayenne-lpp' && event.data.length > 0) object = decodeCayenneLpp(event.data);
-    const mapped = object ? measurementsFromObject(object) : { measurements: [], dropped: [] };
+    const configured = device?.decoder ?? config.default_decoder;
+    const decoder = configured === 'none' ? decoderForModel(device?.model ?? 'lorawan-generic') : configured;
+    if (!object) object = decodePayload(decoder, event.data, event.fPort);
+    const mapped = object ? measurementsFromObject(object) : { measurements: [], dropped: [], unknown: [] };
     if (mapped.dropped.length > 0)
       log.info(
         { devEui: event.devEui, dropped: mapped.dropped },
@@ -212,6 +260,8 @@ export class ChirpstackCollector implements Collector {
   async stop(): Promise<void> {
     const client = this.client;
     this.client = null;
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = null;
     if (!client) return;
     this.deps.counters.state = 'stopped';
     await endWithin(client, 2000);

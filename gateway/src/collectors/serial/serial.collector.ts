@@ -119,12 +119,25 @@ class PortSession {
         this.devices.add(device);
       },
       (err: unknown) => {
-        if (err instanceof ReadingRefused && err.code === 'invalid') counters.invalid++;
-        else counters.refused++;
-        // A serial sensor cannot be told to resend: a line the buffer refuses is lost, loudly.
+        if (err instanceof ReadingRefused && err.code === 'invalid') {
+          counters.invalid++;
+          this.log.info({ path: this.config.path, device, line, reason: err.message }, 'serial line refused');
+          return;
+        }
+        // A serial sensor cannot be told to resend: a line the buffer refuses is lost, counted
+        // in the status (`refused` and `lost`) and logged with the line itself.
+        counters.refused++;
+        counters.lost++;
         this.log.error(
-          { path: this.config.path, device, line, err: (err as Error).message },
-          'serial reading not buffered',
+          {
+            path: this.config.path,
+            device,
+            line,
+            code: err instanceof ReadingRefused ? err.code : undefined,
+            err: (err as Error).message,
+            lost: counters.lost,
+          },
+          'serial reading lost: the buffer refused it',
         );
       },
     );

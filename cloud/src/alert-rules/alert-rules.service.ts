@@ -1,0 +1,243 @@
+import { newId } from '../../../shared/ids.ts';
+import { formatSeconds } from '../../../shared/time.ts';
+import type { AuditRepository } from '../audit/audit.repository.ts';
+import type { Clock } from '../clock.ts';
+import { notFound, Unprocessable } from '../errors.ts';
+import type { UserPrincipal } from '../http/context.ts';
+import type { SitesRepository } from '../sites/sites.repository.ts';
+import type { Db } from '../storage/database.ts';
+import type { PageRequest } from '../storage/keyset.ts';
+import type { Condition } from './alert-evaluator.ts';
+import type { Schedule } from './alert-schedule.ts';
+import type { AlertRuleInput, NotifyInput } from './alert-rules.body.ts';
+import type { AlertRuleRow, AlertRulesRepository } from './alert-rules.repository.ts';
+
+/** The alert rule object (docs/api/alert-rules.md). */
+export function alertRuleView(r: AlertRuleRow) {
+  return {
+    id: r.id,
+    name: r.name,
+    enabled: r.enabled === 1,
+    channel_ids: r.channel_ids === null ? null : (JSON.parse(r.channel_ids) as string[]),
+    site_id: r.site_id,
+    kind: r.kind,
+    conditions: JSON.parse(r.conditions) as Condition[],
+    schedule: r.schedule === null ? null : (JSON.parse(r.schedule) as Schedule),
+    notify: JSON.parse(r.notify) as NotifyInput,
+    created_at: formatSeconds(r.created_at),
+    updated_at: formatSeconds(r.updated_at),
+  };
+}
+
+/** What the rule service tells the engine, inside the change's transaction and after commit. */
+export interface AlertRuleListener {
+  ruleChanged(db: Db, rule: AlertRuleRow, now: number): Promise<void>;
+  ruleCommitted(): void;
+}
+
+/** The fields of a row that decide what the evaluator judges (a change of these is a new version). */
+const JUDGED = ['enabled', 'site_id', 'kind', 'channel_ids', 'conditions', 'schedule'] as const;
+
+/**
+ * Alert rules as people manage them (docs/api/alert-rules.md). Every change records the version in
+ * force from now (so later data is judged by it and earlier data by the one before), ensures a
+ * tracker for every channel the rule now covers, and is audit-logged with before and after.
+ */
+export class AlertRulesService {
+  constructor(
+    private readonly deps: {
+      db: Db;
+      clock: Clock;
+      repository: AlertRulesRepository;
+      sites: SitesRepository;
+      audit: AuditRepository;
+      listener: AlertRuleListener;
+    },
+  ) {}
+
+  async get(accountId: string, id: string): Promise<AlertRuleRow> {
+    const rule = await this.deps.repository.find(this.deps.db, accountId, id);
+    if (!rule) throw notFound('alert_rule');
+    return rule;
+  }
+
+  list(accountId: string, page: PageRequest): Promise<AlertRuleRow[]> {
+    return this.deps.repository.list(this.deps.db, accountId, page);
+  }
+
+  async create(by: UserPrincipal, input: AlertRuleInput): Promise<AlertRuleRow> {
+    const { db, clock, repository, audit, listener } = this.deps;
+    const now = clock.nowMicros();
+    const row = await db.transaction().execute(async (trx) => {
+      await this.check(trx, by.accountId, input);
+      const rule: AlertRuleRow = {
+        id: newId('alr'),
+        account_id: by.accountId,
+        created_by: by.userId,
+        created_at: now,
+        updated_at: now,
+        deleted_at: null,
+        ...columns(input),
+      };
+      await repository.insert(trx, rule);
+      await this.versionAndTrack(trx, rule, now);
+      await audit.record(trx, {
+        accountId: by.accountId,
+        kind: 'alert_rule.created',
+        by: by.userId,
+        target: rule.id,
+        details: { after: alertRuleView(rule) },
+        ts: now,
+      });
+      return rule;
+    });
+    listener.ruleCommitted();
+    return row;
+  }
+
+  /** `merge` answers the whole new body from the rule as it is (the route validates it). */
+  async update(
+    by: UserPrincipal,
+    id: string,
+    merge: (current: AlertRuleRow) => AlertRuleInput,
+  ): Promise<AlertRuleRow> {
+    const { db, clock, repository, audit, listener } = this.deps;
+    const now = clock.nowMicros();
+    const row = await db.transaction().execute(async (trx) => {
+      const before = await repository.find(trx, by.accountId, id);
+      if (!before) throw notFound('alert_rule');
+      const input = merge(before);
+      await this.check(trx, by.accountId, input);
+      const after: AlertRuleRow = { ...before, ...columns(input), updated_at: now };
+      await repository.update(trx, id, { ...columns(input), updated_at: now });
+      if (JUDGED.some((k) => before[k] !== after[k])) await this.versionAndTrack(trx, after, now);
+      await audit.record(trx, {
+        accountId: by.accountId,
+        kind: 'alert_rule.changed',
+        by: by.userId,
+        target: id,
+        details: { before: alertRuleView(before), after: alertRuleView(after) },
+        ts: now,
+      });
+      return after;
+    });
+    listener.ruleCommitted();
+    return row;
+  }
+
+  /** Deletes the rule: its open alarms end now, its events stay (naming it by id). */
+  async delete(by: UserPrincipal, id: string): Promise<void> {
+    const { db, clock, repository, audit, listener } = this.deps;
+    const now = clock.nowMicros();
+    await db.transaction().execute(async (trx) => {
+      const before = await repository.find(trx, by.accountId, id);
+      if (!before) throw notFound('alert_rule');
+      const deleted = { ...before, enabled: 0, deleted_at: now, updated_at: now };
+      await repository.update(trx, id, { deleted_at: now, updated_at: now });
+      await repository.recordVersion(trx, versionOf(deleted, now));
+      await repository.markRuleDue(trx, id, now);
+      await listener.ruleChanged(trx, deleted, now);
+      await audit.record(trx, {
+        accountId: by.accountId,
+        kind: 'alert_rule.deleted',
+        by: by.userId,
+        target: id,
+        details: { before: alertRuleView(before) },
+        ts: now,
+      });
+    });
+    listener.ruleCommitted();
+  }
+
+  private async versionAndTrack(db: Db, rule: AlertRuleRow, now: number): Promise<void> {
+    const { repository, listener } = this.deps;
+    await repository.recordVersion(db, versionOf(rule, now));
+    const channels = await repository.channelsInScope(db, rule.account_id, scopeOf(rule));
+    await repository.ensureTrackers(
+      db,
+      channels.map((c) => ({ ruleId: rule.id, seq: c.seq })),
+      now,
+    );
+    await repository.markRuleDue(db, rule.id, now);
+    // measurements already folded with a ts after the change (stamped ahead of the clock) are
+    // judged again by the new version: the change marks its channels from now
+    await repository.mark(
+      db,
+      channels.map((c) => ({ seq: c.seq, from: now })),
+    );
+    await listener.ruleChanged(db, rule, now);
+  }
+
+  /** 404 for a site, channel, user or webhook that is not the account's; 422 for a bad range. */
+  private async check(db: Db, accountId: string, input: AlertRuleInput): Promise<void> {
+    const { repository, sites } = this.deps;
+    if (input.site_id && !(await sites.find(db, accountId, input.site_id))) throw notFound('site');
+    if (input.channel_ids) {
+      const found = await repository.channelsInScope(db, accountId, {
+        channel_ids: input.channel_ids,
+        site_id: null,
+        kind: null,
+      });
+      if (new Set(found.map((c) => c.channel_id)).size !== new Set(input.channel_ids).size)
+        throw notFound('channel');
+    }
+    for (const c of input.conditions)
+      if (c.type === 'outside' && c.min >= c.max)
+        throw new Unprocessable('invalid_range', 'outside: min must be below max');
+    const userIds = [...new Set(input.notify.steps.flatMap((s) => s.user_ids))];
+    if ((await repository.usersByIds(db, accountId, userIds)).length !== userIds.length)
+      throw notFound('user');
+    const webhookIds = [...new Set(input.notify.steps.flatMap((s) => s.webhook_ids))];
+    if ((await repository.webhookIds(db, accountId, webhookIds)).length !== webhookIds.length)
+      throw notFound('webhook');
+  }
+}
+
+function columns(input: AlertRuleInput) {
+  return {
+    name: input.name,
+    enabled: input.enabled ? 1 : 0,
+    channel_ids: input.channel_ids ? JSON.stringify(input.channel_ids) : null,
+    site_id: input.channel_ids ? null : (input.site_id ?? null),
+    kind: input.channel_ids ? null : (input.kind ?? null),
+    conditions: JSON.stringify(input.conditions),
+    schedule: input.schedule ? JSON.stringify(input.schedule) : null,
+    notify: JSON.stringify(input.notify),
+  };
+}
+
+export function scopeOf(r: { channel_ids: string | null; site_id: string | null; kind: string | null }) {
+  return {
+    channel_ids: r.channel_ids === null ? null : (JSON.parse(r.channel_ids) as string[]),
+    site_id: r.site_id,
+    kind: r.kind,
+  };
+}
+
+function versionOf(r: AlertRuleRow, validFrom: number) {
+  return {
+    rule_id: r.id,
+    valid_from: validFrom,
+    enabled: r.enabled,
+    site_id: r.site_id,
+    kind: r.kind,
+    channel_ids: r.channel_ids,
+    conditions: r.conditions,
+    schedule: r.schedule,
+  };
+}
+
+/** The rule body of a row, for a PATCH to merge into. */
+export function inputOf(r: AlertRuleRow): AlertRuleInput {
+  const v = alertRuleView(r);
+  return {
+    name: v.name,
+    enabled: v.enabled,
+    channel_ids: v.channel_ids,
+    site_id: v.site_id,
+    kind: v.kind,
+    conditions: v.conditions,
+    schedule: v.schedule,
+    notify: v.notify,
+  };
+}

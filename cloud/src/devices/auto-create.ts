@@ -1,0 +1,116 @@
+import { newId } from '../../../shared/ids.ts';
+import type { AuditRepository } from '../audit/audit.repository.ts';
+import type { Clock } from '../clock.ts';
+import type { DevicePrincipal } from '../http/context.ts';
+import { isUniqueViolation, type Db } from '../storage/database.ts';
+import type { DeviceRow, DevicesRepository } from './devices.repository.ts';
+
+/** A `local_id` a sender may name a device by when the device is created for it. */
+export const AUTO_LOCAL_ID = /^[\x21-\x7e]{1,128}$/;
+
+/** How long a resolved device is trusted without asking the database again. */
+const CACHE_MS = 30_000;
+const CACHE_LIMIT = 100_000;
+
+/** The principal ingest runs as for a device. */
+export function devicePrincipal(d: DeviceRow): DevicePrincipal {
+  return {
+    kind: 'device',
+    accountId: d.account_id,
+    deviceId: d.id,
+    siteId: d.site_id,
+    localId: d.local_id,
+    model: d.model,
+  };
+}
+
+/**
+ * Resolved devices by a key of the caller's, each trusted for a short while: a sender names the same
+ * devices all day. The map is emptied when it reaches its limit rather than evicting one by one.
+ */
+export class DeviceCache {
+  private readonly entries = new Map<string, { device: DevicePrincipal; until: number }>();
+
+  get(key: string): DevicePrincipal | undefined {
+    const hit = this.entries.get(key);
+    return hit && hit.until > performance.now() ? hit.device : undefined;
+  }
+
+  set(key: string, device: DevicePrincipal): void {
+    if (this.entries.size >= CACHE_LIMIT) this.entries.clear();
+    this.entries.set(key, { device, until: performance.now() + CACHE_MS });
+  }
+
+  delete(key: string): void {
+    this.entries.delete(key);
+  }
+}
+
+export interface AutoCreateDeps {
+  db: Db;
+  clock: Clock;
+  devices: DevicesRepository;
+  audit: AuditRepository;
+}
+
+export interface AutoCreateInput {
+  accountId: string;
+  siteId: string;
+  localId: string;
+  model: string;
+  /** Who creates it, for the audit entry (an integration's or a bridge's id). */
+  by: string;
+  /** The channel the device was first heard on, for the audit entry (`mqtt`, `chirpstack`, ...). */
+  via: string;
+  /** Runs first in the transaction; throws to refuse (e.g. when the site was deleted meanwhile). */
+  check?: (trx: Db) => Promise<void>;
+}
+
+/**
+ * Creates a device on a site for the first message that names it by `local_id`, with the audit entry
+ * as the transaction's last write. When another delivery (or process) created the same device first,
+ * that one is returned with `created: false`.
+ */
+export async function autoCreateDevice(
+  deps: AutoCreateDeps,
+  input: AutoCreateInput,
+): Promise<{ row: DeviceRow; created: boolean }> {
+  const { db, clock, devices, audit } = deps;
+  const now = clock.nowMicros();
+  const row: DeviceRow = {
+    id: newId('dev'),
+    account_id: input.accountId,
+    site_id: input.siteId,
+    local_id: input.localId,
+    name: input.localId,
+    notes: '',
+    model: input.model,
+    fw_version: null,
+    token_hash: null,
+    token_issued_at: now,
+    last_seen_at: null,
+    online: 0,
+    created_at: now,
+    deleted_at: null,
+  };
+  try {
+    await db.transaction().execute(async (trx) => {
+      await input.check?.(trx);
+      await devices.insert(trx, row);
+      await audit.record(trx, {
+        accountId: input.accountId,
+        kind: 'device.created',
+        by: input.by,
+        target: row.id,
+        details: { site_id: row.site_id, local_id: input.localId, model: input.model, via: input.via },
+        ts: now,
+      });
+    });
+  } catch (err) {
+    if (!isUniqueViolation(err)) throw err;
+    const existing = await devices.findByLocalId(db, input.siteId, input.localId);
+    if (!existing) throw err;
+    return { row: existing, created: false };
+  }
+  return { row, created: true };
+}

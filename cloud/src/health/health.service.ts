@@ -1,0 +1,41 @@
+import { DatabaseUnavailable, NotReady } from '../errors.ts';
+import type { Logger } from '../logger.ts';
+import { pendingMigrations, type Db } from '../storage/database.ts';
+
+export interface HealthDeps {
+  db: Db;
+  log: Logger;
+}
+
+/**
+ * What a load balancer asks a replica: is the process alive (`/healthz`), and should it get
+ * requests (`/readyz`: the database answers, the schema is current, and the process is not
+ * draining for a stop).
+ */
+export class Health {
+  private drainingSince: number | null = null;
+
+  constructor(private readonly deps: HealthDeps) {}
+
+  /** From now on `/readyz` answers 503, so the balancer takes this replica out before it stops. */
+  startDraining(): void {
+    this.drainingSince ??= Date.now();
+  }
+
+  get draining(): boolean {
+    return this.drainingSince !== null;
+  }
+
+  /** Resolves when ready; throws the 503 to answer otherwise. */
+  async ready(): Promise<void> {
+    if (this.draining) throw new NotReady('the process is stopping');
+    let pending: string[];
+    try {
+      pending = await pendingMigrations(this.deps.db);
+    } catch (err) {
+      this.deps.log.warn({ err }, 'readiness: the database did not answer');
+      throw new DatabaseUnavailable();
+    }
+    if (pending.length > 0) throw new NotReady(`migrations not applied: ${pending.join(', ')}`);
+  }
+}

@@ -1,0 +1,160 @@
+import { newId, newSecret } from '../../../shared/ids.ts';
+import { formatSeconds, formatSecondsOrNull } from '../../../shared/time.ts';
+import type { AuditRepository } from '../audit/audit.repository.ts';
+import { WEBHOOK_TOKEN_PREFIX } from '../auth/authenticator.ts';
+import { hashSecret } from '../auth/secrets.ts';
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import { notFound } from '../errors.ts';
+import type { UserPrincipal } from '../http/context.ts';
+import type { SitesRepository } from '../sites/sites.repository.ts';
+import type { Db } from '../storage/database.ts';
+import type { IntegrationKind, IntegrationRow, IntegrationsRepository } from './integrations.repository.ts';
+
+export const INTEGRATION_KINDS = [
+  'chirpstack',
+  'ttn',
+  'shelly',
+] as const satisfies readonly IntegrationKind[];
+
+/** The model of a device an integration creates when the request names none. */
+export const DEFAULT_MODEL: Record<IntegrationKind, string> = {
+  chirpstack: 'lorawan-generic',
+  ttn: 'lorawan-generic',
+  shelly: 'shelly-ht-gen1',
+};
+
+/** Where each kind of integration delivers: the path to paste into the network server. */
+const PATHS: Record<IntegrationKind, string> = {
+  chirpstack: '/v1/webhooks/chirpstack',
+  ttn: '/v1/webhooks/ttn',
+  shelly: '/v1/ingest/shelly',
+};
+
+/**
+ * Inbound integrations (docs/api/integrations.md): a `whk_` token for one site of an account, with
+ * which a LoRaWAN network server (ChirpStack, The Things Stack) or Shelly URL actions deliver for
+ * any device of that site. The token is shown once, stored hashed, and rotated or revoked at once.
+ */
+export class IntegrationsService {
+  constructor(
+    private readonly deps: {
+      db: Db;
+      clock: Clock;
+      config: Pick<Config, 'baseUrl'>;
+      integrations: IntegrationsRepository;
+      sites: SitesRepository;
+      audit: AuditRepository;
+      /** Called after a token stopped working (delete, rotation): caches of it must forget it. */
+      tokenRevoked: (integrationId: string) => void;
+    },
+  ) {}
+
+  /** The address to paste into the network server; for Shelly the token travels in it. */
+  url(kind: IntegrationKind, token?: string): string {
+    const base = `${this.deps.config.baseUrl.replace(/\/+$/, '')}${PATHS[kind]}`;
+    return kind === 'shelly' ? `${base}?token=${token ?? '<token>'}` : base;
+  }
+
+  view(row: IntegrationRow) {
+    return {
+      id: row.id,
+      kind: row.kind,
+      site_id: row.site_id,
+      name: row.name,
+      url: this.url(row.kind),
+      created_at: formatSeconds(row.created_at),
+      token_issued_at: formatSeconds(row.token_issued_at),
+      last_used_at: formatSecondsOrNull(row.last_used_at),
+    };
+  }
+
+  /** The answer of create and rotate-token: the view with the token, once. */
+  withToken(row: IntegrationRow, token: string) {
+    return { ...this.view(row), token, url: this.url(row.kind, token) };
+  }
+
+  async create(
+    by: UserPrincipal,
+    input: { kind: IntegrationKind; site_id: string; name: string },
+  ): Promise<{ row: IntegrationRow; token: string }> {
+    const { db, clock, integrations, sites, audit } = this.deps;
+    const token = newSecret(WEBHOOK_TOKEN_PREFIX);
+    const now = clock.nowMicros();
+    const row: IntegrationRow = {
+      id: newId('int'),
+      account_id: by.accountId,
+      site_id: input.site_id,
+      kind: input.kind,
+      name: input.name,
+      token_hash: hashSecret(token),
+      created_by: by.userId,
+      created_at: now,
+      token_issued_at: now,
+      last_used_at: null,
+      deleted_at: null,
+    };
+    await db.transaction().execute(async (trx) => {
+      if (!(await sites.find(trx, by.accountId, input.site_id))) throw notFound('site');
+      await integrations.insert(trx, row);
+      await audit.record(trx, {
+        accountId: by.accountId,
+        kind: 'integration.created',
+        by: by.userId,
+        target: row.id,
+        details: { kind: row.kind, site_id: row.site_id, name: row.name },
+        ts: now,
+      });
+    });
+    return { row, token };
+  }
+
+  async get(accountId: string, id: string): Promise<IntegrationRow> {
+    const row = await this.deps.integrations.find(this.deps.db, accountId, id);
+    if (!row) throw notFound('integration');
+    return row;
+  }
+
+  /** Deletes the integration: its token is refused from the next request on. */
+  async delete(by: UserPrincipal, id: string): Promise<void> {
+    const { db, clock, integrations, audit } = this.deps;
+    const now = clock.nowMicros();
+    await db.transaction().execute(async (trx) => {
+      const row = await integrations.find(trx, by.accountId, id);
+      if (!row) throw notFound('integration');
+      await integrations.softDelete(trx, id, now);
+      await audit.record(trx, {
+        accountId: by.accountId,
+        kind: 'integration.deleted',
+        by: by.userId,
+        target: id,
+        details: { kind: row.kind, site_id: row.site_id, name: row.name },
+        ts: now,
+      });
+    });
+    this.deps.tokenRevoked(id);
+  }
+
+  /** A new token; the old one is refused from the next request on. */
+  async rotateToken(by: UserPrincipal, id: string): Promise<{ row: IntegrationRow; token: string }> {
+    const { db, clock, integrations, audit } = this.deps;
+    const token = newSecret(WEBHOOK_TOKEN_PREFIX);
+    const now = clock.nowMicros();
+    const row = await db.transaction().execute(async (trx) => {
+      const found = await integrations.find(trx, by.accountId, id);
+      if (!found) throw notFound('integration');
+      await integrations.setToken(trx, id, hashSecret(token), now);
+      await audit.record(trx, {
+        accountId: by.accountId,
+        kind: 'integration.token_rotated',
+        by: by.userId,
+        target: id,
+        details: { kind: found.kind, site_id: found.site_id },
+        ts: now,
+      });
+      return { ...found, token_hash: hashSecret(token), token_issued_at: now };
+    });
+    this.deps.tokenRevoked(id);
+    return { row, token };
+  }
+}

@@ -1,0 +1,74 @@
+import { signUp, startTestCloud, type TestCloud } from '../../test/helpers/cloud.ts';
+import type { DbKind } from '../../test/helpers/databases.ts';
+import { createDevice, createSite } from '../../test/helpers/fixtures.ts';
+import {
+  closeClient,
+  connectBridge,
+  createBridge,
+  publish,
+  type BridgeBundle,
+} from '../../test/helpers/mqtt.ts';
+
+/**
+ * The world a fuzz run attacks: a real cloud (HTTP and the MQTT bridge) with an account holding a
+ * site, a device, a LoRaWAN integration and a bridge, so generated requests reach real rows as well
+ * as missing ones. Rate limits are lifted (a limited request stops before validation); the report
+ * family keeps a limit because each accepted report renders a PDF.
+ */
+export interface FuzzWorld {
+  t: TestCloud;
+  adminToken: string;
+  adminTokenId: string;
+  deviceToken: string;
+  deviceId: string;
+  integrationToken: string;
+  integrationId: string;
+  bridge: BridgeBundle;
+  topicRoot: string;
+  /** Ids the fuzzer must not delete or rotate, or it would lock itself out. */
+  protectedIds: Set<string>;
+}
+
+export async function startFuzzWorld(db: DbKind): Promise<FuzzWorld> {
+  const t = await startTestCloud({
+    db,
+    mqtt: true,
+    env: {
+      LOG_LEVEL: 'warn',
+      RATE_LIMIT_MGMT_PER_MIN: '1000000000',
+      RATE_LIMIT_INGEST_PER_MIN: '1000000000',
+      RATE_LIMIT_READ_PER_MIN: '1000000000',
+      RATE_LIMIT_REPORT_PER_MIN: '30',
+    },
+  });
+  const user = await signUp(t, 'fuzz@example.com');
+  const site = await createSite(t, user.token);
+  const device = await createDevice(t, user.token, site.id);
+  const integration = await t.http.post(
+    '/v1/integrations',
+    { kind: 'chirpstack', site_id: site.id, name: 'fuzz' },
+    { token: user.token },
+  );
+  if (integration.status !== 201) throw new Error(`POST /v1/integrations: ${integration.status}`);
+  const made = integration.json as { id: string; token: string };
+  const bridge = await createBridge(t, user.token, site.id);
+  const tokens = await t.http.get('/v1/tokens', { token: user.token });
+  const adminTokenId = (tokens.json as { data: { id: string }[] }).data[0]!.id;
+  const topicRoot = `service/${user.accountId}`;
+  // A reading through the bridge makes a device with sensors and channels for reads to find.
+  const client = await connectBridge(t, bridge);
+  await publish(client, `${topicRoot}/fridge-1`, { measurements: [{ type: 'temperature', value: 4.5 }] });
+  await closeClient(client);
+  return {
+    t,
+    adminToken: user.token,
+    adminTokenId,
+    deviceToken: device.ingest_token,
+    deviceId: device.id,
+    integrationToken: made.token,
+    integrationId: made.id,
+    bridge,
+    topicRoot,
+    protectedIds: new Set([adminTokenId, device.id, made.id, bridge.id, site.id]),
+  };
+}

@@ -1,0 +1,14 @@
+import { describe, expect, it } from '@jest/globals';
+import { VERTICALS as CLOUD_VERTICALS } from '../../cloud/src/sites/verticals.ts';
+import { sensorName, VERTICALS } from '../../web/app/site-helpers.ts';
+
+describe('the site pages helpers', () => {
+  it('offer exactly the verticals the cloud accepts, in its order', () => {
+    expect(VERTICALS.map((v) => v.value)).toEqual([...CLOUD_VERTICALS]);
+  });
+
+  it('name a sensor by its label, else by its kind', () => {
+    expect(sensorName({ label: 'door', kind: 'temperature' })).toBe('door');
+    expect(sensorName({ label: '', kind: 'temperature' })).toBe('Temperature');
+  });
+});

@@ -1,0 +1,93 @@
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { Aedes } from 'aedes';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import { ChirpstackCollector } from '../../../gateway/src/collectors/chirpstack/chirpstack.collector.ts';
+import { systemClock } from '../../../gateway/src/clock.ts';
+import { createLogger } from '../../../gateway/src/logger.ts';
+import { GatewayStatus } from '../../../gateway/src/status.ts';
+import { until } from '../helpers/gateway.ts';
+
+/**
+ * The ChirpStack subscriber's reconnects against a real TCP listener: a broker that hangs up on the
+ * first connections sees the gateway come back after growing waits (not at a fixed period), and a
+ * connection that succeeded resets the wait to the minimum.
+ */
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+describe('ChirpStack subscriber reconnects', () => {
+  it('waits an exponential backoff between attempts, reset by a successful connect', async () => {
+    const broker = await Aedes.createBroker();
+    const arrivals: number[] = [];
+    const sockets = new Set<net.Socket>();
+    let refuse = 4;
+    const server = net.createServer((socket) => {
+      arrivals.push(performance.now());
+      if (refuse > 0) {
+        refuse--;
+        socket.destroy();
+        return;
+      }
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      broker.handle(socket);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    cleanups.push(async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await new Promise<void>((resolve) => broker.close(() => resolve()));
+    });
+
+    const status = new GatewayStatus();
+    const counters = status.collector('chirpstack');
+    const collector = new ChirpstackCollector({
+      sink: {
+        accept: () => Promise.resolve(),
+        deviceInfo: () => Promise.resolve(),
+        deviceState: () => Promise.resolve(),
+      },
+      clock: systemClock,
+      log: createLogger('warn', new Writable({ write: (_c, _e, done) => done() })),
+      counters,
+      gatewayId: 'gw-test',
+      // The top of each jitter range: every wait is exactly its ceiling.
+      random: () => 1,
+      config: {
+        enabled: true,
+        url: `mqtt://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        application_id: '+',
+        encoding: 'auto',
+        reconnect_min_ms: 100,
+        reconnect_max_ms: 400,
+        devices: {},
+        default_decoder: 'none',
+      },
+    });
+    cleanups.push(() => collector.stop());
+    await collector.start(new AbortController().signal);
+
+    await until(() => counters.state === 'connected', 'the fifth attempt to connect', 10_000);
+    expect(arrivals).toHaveLength(5);
+    const gaps = arrivals.slice(1).map((t, i) => t - arrivals[i]!);
+    // Ceilings 100, 200, 400 (the cap), 400; timers never fire early, and a loaded machine may
+    // add latency, but nowhere near a fixed 2 s period.
+    const expected = [100, 200, 400, 400];
+    gaps.forEach((gap, i) => {
+      expect(gap).toBeGreaterThanOrEqual(expected[i]! - 5);
+      expect(gap).toBeLessThan(expected[i]! + 900);
+    });
+    expect(gaps[2]! - gaps[0]!).toBeGreaterThan(150);
+
+    // Connected once: the next loss waits the minimum again, not the capped 400 ms.
+    const lost = performance.now();
+    for (const s of sockets) s.destroy();
+    await until(() => arrivals.length === 6, 'the reconnect after the loss', 10_000);
+    expect(arrivals[5]! - lost).toBeGreaterThanOrEqual(95);
+    await until(() => counters.state === 'connected', 'connected again', 10_000);
+  });
+});

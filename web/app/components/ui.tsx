@@ -1,0 +1,168 @@
+import { cloneElement, isValidElement, type ComponentChildren } from 'preact';
+import { useState } from 'preact/hooks';
+import type { ApiError } from '../api.ts';
+
+/** The five sensor states, each with a label and a shape besides its colour (never colour alone). */
+export const STATES = {
+  ok: { label: 'OK', shape: '●' },
+  grace: { label: 'Grace', shape: '◆' },
+  alarm: { label: 'Alarm', shape: '▲' },
+  silent: { label: 'Silenced', shape: '■' },
+  no_data: { label: 'No data', shape: '○' },
+} as const;
+export type SensorState = keyof typeof STATES;
+
+export function StateBadge({ state }: { state: string }) {
+  const s = STATES[state as SensorState] ?? { label: state, shape: '?' };
+  return (
+    <span class={`badge state-${state}`}>
+      <span aria-hidden="true">{s.shape}</span> {s.label}
+    </span>
+  );
+}
+
+/** A severity as a badge: label and shape differ, not the colour alone. */
+export function SeverityBadge({ severity }: { severity: string | null | undefined }) {
+  if (!severity) return null;
+  const critical = severity === 'critical';
+  return (
+    <span class={`badge severity-${critical ? 'critical' : 'warning'}`}>
+      <span aria-hidden="true">{critical ? '⬣' : '△'}</span> {critical ? 'Critical' : 'Warning'}
+    </span>
+  );
+}
+
+export function Loading({ what = 'Loading' }: { what?: string }) {
+  return (
+    <p class="muted" role="status" aria-live="polite">
+      {what}…
+    </p>
+  );
+}
+
+/** An error answer as a message the user can act on; `code` stays visible for support. */
+export function ErrorBox({ error }: { error: ApiError | null }) {
+  if (!error) return null;
+  return (
+    <div class="error-box" role="alert">
+      {error.message} <span class="muted">({error.code})</span>
+    </div>
+  );
+}
+
+/** A labelled form field with its validation message beside it, tied by aria-describedby. */
+export function Field(props: {
+  id: string;
+  label: string;
+  error?: string | null;
+  hint?: string;
+  children: ComponentChildren;
+}) {
+  // The hint and the message are tied to the input (a screen reader reads them with it), unless
+  // the input names its own descriptions.
+  const described =
+    [props.hint && `${props.id}-hint`, props.error && `${props.id}-error`].filter(Boolean).join(' ') ||
+    undefined;
+  const child = props.children;
+  const input =
+    isValidElement(child) && (child.props as Record<string, unknown>)['aria-describedby'] === undefined
+      ? cloneElement(child, {
+          'aria-describedby': described,
+          'aria-invalid': props.error ? true : undefined,
+        })
+      : child;
+  return (
+    <div class={`field${props.error ? ' has-error' : ''}`}>
+      <label for={props.id}>{props.label}</label>
+      {input}
+      {props.hint && (
+        <p class="hint" id={`${props.id}-hint`}>
+          {props.hint}
+        </p>
+      )}
+      {props.error && (
+        <p class="field-error" id={`${props.id}-error`} role="alert">
+          {props.error}
+        </p>
+      )}
+    </div>
+  );
+}
+
+/** A labelled choice among fixed options, with its validation message: a `Field` around a `select`. */
+export function SelectField(props: {
+  id: string;
+  label: string;
+  error?: string | null;
+  hint?: string;
+  value: string;
+  onChange: (value: string) => void;
+  options: readonly { value: string; text: string }[];
+}) {
+  return (
+    <Field
+      id={props.id}
+      label={props.label}
+      error={props.error ?? null}
+      {...(props.hint ? { hint: props.hint } : {})}
+    >
+      <select id={props.id} value={props.value} onChange={(e) => props.onChange(e.currentTarget.value)}>
+        {props.options.map((o) => (
+          <option key={o.value} value={o.value}>
+            {o.text}
+          </option>
+        ))}
+      </select>
+    </Field>
+  );
+}
+
+/** A secret or URL shown once, with a button that copies it. */
+export function CopyValue({ label, value }: { label: string; value: string }) {
+  const [copied, setCopied] = useState(false);
+  return (
+    <div class="copy-value">
+      <span class="copy-label">{label}</span>
+      <code>{value}</code>
+      <button
+        type="button"
+        onClick={() => {
+          void navigator.clipboard?.writeText(value).then(() => setCopied(true));
+        }}
+        aria-label={`Copy ${label}`}
+      >
+        {copied ? 'Copied' : 'Copy'}
+      </button>
+    </div>
+  );
+}
+
+/** A time as the reader's local date and time, with the exact UTC instant on hover. */
+export function Time({ ts }: { ts: string | null | undefined }) {
+  if (!ts) return <span class="muted">never</span>;
+  const d = new Date(ts);
+  return (
+    <time dateTime={ts} title={ts}>
+      {d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' })}
+    </time>
+  );
+}
+
+/** How long ago, in words ("3 min ago"), for last-seen columns. */
+export function Ago({ ts, now = Date.now() }: { ts: string | null | undefined; now?: number }) {
+  if (!ts) return <span class="muted">never</span>;
+  const s = Math.max(0, Math.round((now - new Date(ts).getTime()) / 1000));
+  const text =
+    s < 60
+      ? `${s} s ago`
+      : s < 3600
+        ? `${Math.round(s / 60)} min ago`
+        : s < 86400
+          ? `${Math.round(s / 3600)} h ago`
+          : `${Math.round(s / 86400)} d ago`;
+  return (
+    <time dateTime={ts} title={ts}>
+      {text}
+    </time>
+  );
+}

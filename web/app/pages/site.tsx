@@ -1,0 +1,310 @@
+import { useState } from 'preact/hooks';
+import { useLocation, useRoute } from 'preact-iso';
+import { all, api, ApiError, seg } from '../api.ts';
+import { DeleteSection } from '../components/delete-section.tsx';
+import { LiveStatus } from '../components/live-status.tsx';
+import { Ago, ErrorBox, Field, Loading, SeverityBadge, StateBadge } from '../components/ui.tsx';
+import { useLoad, useTitle } from '../hooks.ts';
+import { useLive, useLiveCopies, useNow } from '../live.ts';
+import { HEALTH_KINDS, sensorName, verticalLabel } from '../site-helpers.ts';
+import { deviceName, formatValue, type Device, type Sensor, type Site } from '../types.ts';
+import { TimeZoneSelect } from './site-new.tsx';
+
+async function loadSite(id: string) {
+  const [site, devices] = await Promise.all([
+    api.get<Site>(`/sites/${seg(id)}`),
+    all<Device>(`/devices?site_id=${seg(id)}`),
+  ]);
+  const sensors = (
+    await Promise.all(
+      devices.map(async (d) => (await api.get<{ data: Sensor[] }>(`/devices/${seg(d.id)}/sensors`)).data),
+    )
+  ).flat();
+  return { site, devices, sensors };
+}
+
+/** "Online" / "Offline" with a shape, never colour alone. */
+export function OnlineBadge({ online }: { online: boolean }) {
+  return online ? (
+    <span class="online">
+      <span aria-hidden="true">●</span> Online
+    </span>
+  ) : (
+    <span class="offline">
+      <span aria-hidden="true">○</span> Offline
+    </span>
+  );
+}
+
+/** A health sensor's value, with its state while it needs attention (a low battery in alarm says so). */
+function Health({ sensor }: { sensor: Sensor | undefined }) {
+  if (!sensor) return <span class="muted">–</span>;
+  return (
+    <>
+      {formatValue(sensor.last_value, sensor.unit)}
+      {(sensor.state === 'alarm' || sensor.state === 'grace') && (
+        <>
+          {' '}
+          <StateBadge state={sensor.state} />
+        </>
+      )}
+      {sensor.alert_severity && (
+        <>
+          {' '}
+          <SeverityBadge severity={sensor.alert_severity} />
+        </>
+      )}
+    </>
+  );
+}
+
+/** Rename the site and change its time zone (the vertical is fixed at creation). */
+function SiteSettings({ site, onSaved }: { site: Site; onSaved: (s: Site) => void }) {
+  const [name, setName] = useState(site.name);
+  const [timezone, setTimezone] = useState(site.timezone);
+  const [error, setError] = useState<ApiError | null>(null);
+  const [saved, setSaved] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    setSaved(false);
+    try {
+      onSaved(await api.patch<Site>(`/sites/${seg(site.id)}`, { name, timezone }));
+      setSaved(true);
+    } catch (err) {
+      setError(err as ApiError);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const nameError = error?.fieldMessage('name') ?? null;
+  const zoneError = error?.fieldMessage('timezone') ?? null;
+  return (
+    <section class="card" aria-labelledby="site-settings">
+      <h2 id="site-settings">Name and time zone</h2>
+      <form onSubmit={(e) => void submit(e)} noValidate>
+        <Field id="site-name" label="Name" error={nameError}>
+          <input id="site-name" value={name} onInput={(e) => setName(e.currentTarget.value)} />
+        </Field>
+        <Field id="site-timezone" label="Time zone" error={zoneError} hint="Reports show times in it.">
+          <TimeZoneSelect id="site-timezone" value={timezone} onChange={setTimezone} />
+        </Field>
+        {error && !nameError && !zoneError && <ErrorBox error={error} />}
+        {saved && (
+          <p class="success-box" role="status">
+            Saved.
+          </p>
+        )}
+        <button type="submit" class="primary" disabled={busy}>
+          Save
+        </button>
+      </form>
+    </section>
+  );
+}
+
+/** Delete with a confirmation; the cloud refuses while devices remain and says so. */
+function DeleteSite({ site }: { site: Site }) {
+  const { route } = useLocation();
+  return (
+    <DeleteSection
+      id="delete-site"
+      title="Delete the site"
+      button="Delete site…"
+      question={`Delete “${site.name}”? This cannot be undone.`}
+      yes="Yes, delete the site"
+      closeOnError
+      remove={async () => {
+        await api.del(`/sites/${seg(site.id)}`);
+        route('/app/');
+      }}
+    >
+      <p>A site can be deleted once it has no devices: delete them or move them to another site first.</p>
+    </DeleteSection>
+  );
+}
+
+/**
+ * One site: its devices (online, last seen, battery, signal) and its sensors with their current
+ * value and state, updating live; rename, time zone, delete.
+ */
+export function SitePage() {
+  const { params } = useRoute();
+  const id = params.id ?? '';
+  const loaded = useLoad(() => loadSite(id), [id]);
+  const [renamed, setRenamed] = useState<Site | null>(null);
+  const sensorCopies = useLiveCopies<Sensor>();
+  const deviceCopies = useLiveCopies<Device>();
+  const data = loaded.data;
+  const now = useNow();
+  const status = useLive((e) => {
+    if (e.type === 'resync') {
+      sensorCopies.reset();
+      deviceCopies.reset();
+      loaded.reload();
+    } else if (e.type === 'sensor') {
+      if (!data) return;
+      if (data.sensors.some((s) => s.id === e.sensor.id)) sensorCopies.put(e.sensor);
+      else if (data.devices.some((d) => d.id === e.sensor.device_id)) loaded.reload();
+    } else if (e.type === 'device') {
+      if (!data) return;
+      if (data.devices.some((d) => d.id === e.device.id)) deviceCopies.put(e.device);
+      else if (e.device.site_id === id) loaded.reload();
+    }
+  });
+  const site = renamed?.id === id ? renamed : data?.site;
+  useTitle(site?.name ?? 'Site');
+
+  if (loaded.error && !data) {
+    return (
+      <>
+        <h1>Site</h1>
+        <ErrorBox error={loaded.error} />
+        <p>
+          <a href="/app/">Back to the overview</a>
+        </p>
+      </>
+    );
+  }
+  if (!data || !site) return <Loading what="Loading the site" />;
+
+  const devices = deviceCopies.patched(data.devices).filter((d) => d.site_id === id);
+  const sensors = sensorCopies.patched(data.sensors);
+  const deviceById = new Map(devices.map((d) => [d.id, d]));
+  const health = (d: Device, kind: string) => sensors.find((s) => s.device_id === d.id && s.kind === kind);
+  const placeSensors = sensors
+    .filter((s) => !HEALTH_KINDS.has(s.kind) && deviceById.has(s.device_id))
+    .sort(
+      (a, b) =>
+        deviceName(deviceById.get(a.device_id)!).localeCompare(deviceName(deviceById.get(b.device_id)!)) ||
+        sensorName(a).localeCompare(sensorName(b)),
+    );
+
+  return (
+    <>
+      <p class="breadcrumb">
+        <a href="/app/">Overview</a> /
+      </p>
+      <div class="page-head">
+        <h1>{site.name}</h1>
+        <div class="head-actions">
+          <LiveStatus status={status} />
+          <a class="button primary" href={`/app/sites/${seg(id)}/devices/new`}>
+            Add a device
+          </a>
+        </div>
+      </div>
+      <dl class="facts">
+        <dt>Kind</dt>
+        <dd>{verticalLabel(site.vertical)}</dd>
+        <dt>Time zone</dt>
+        <dd>{site.timezone}</dd>
+      </dl>
+
+      <div class="stack">
+        <section aria-labelledby="sensors-head">
+          <h2 id="sensors-head">Sensors</h2>
+          {placeSensors.length === 0 ? (
+            <p class="muted">
+              No sensors yet. A device's sensors appear with its first reading
+              {devices.length === 0 && (
+                <>
+                  : <a href={`/app/sites/${seg(id)}/devices/new`}>add a device</a>
+                </>
+              )}
+              .
+            </p>
+          ) : (
+            <div class="table-wrap">
+              <table>
+                <caption class="visually-hidden">Sensors of {site.name}</caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Sensor</th>
+                    <th scope="col">Device</th>
+                    <th scope="col">Value</th>
+                    <th scope="col">State</th>
+                    <th scope="col">Updated</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {placeSensors.map((s) => (
+                    <tr key={s.id} data-sensor={s.id}>
+                      <td>
+                        <a href={`/app/sensors/${seg(s.id)}`}>{sensorName(s)}</a>
+                      </td>
+                      <td>{deviceName(deviceById.get(s.device_id)!)}</td>
+                      <td class="value">{formatValue(s.last_value, s.unit)}</td>
+                      <td>
+                        <StateBadge state={s.state} /> <SeverityBadge severity={s.alert_severity} />
+                      </td>
+                      <td>
+                        <Ago ts={s.last_ts} now={now} />
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+        </section>
+
+        <section aria-labelledby="devices-head">
+          <div class="section-head">
+            <h2 id="devices-head">Devices</h2>
+          </div>
+          {devices.length === 0 ? (
+            <p class="muted">
+              No devices on this site. <a href={`/app/sites/${seg(id)}/devices/new`}>Add a device</a>.
+            </p>
+          ) : (
+            <div class="table-wrap">
+              <table>
+                <caption class="visually-hidden">Devices of {site.name}</caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Device</th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Last seen</th>
+                    <th scope="col">Battery</th>
+                    <th scope="col">Signal</th>
+                    <th scope="col">Model</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {devices.map((d) => (
+                    <tr key={d.id} data-device={d.id}>
+                      <td>
+                        <a href={`/app/devices/${seg(d.id)}`}>{deviceName(d)}</a>
+                      </td>
+                      <td>
+                        <OnlineBadge online={d.online} />
+                      </td>
+                      <td>
+                        <Ago ts={d.last_seen_at} now={now} />
+                      </td>
+                      <td class="value">
+                        <Health sensor={health(d, 'battery')} />
+                      </td>
+                      <td class="value">
+                        <Health sensor={health(d, 'signal')} />
+                      </td>
+                      <td>{d.model}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+        </section>
+
+        <div class="card-grid">
+          <SiteSettings key={site.id} site={site} onSaved={setRenamed} />
+          <DeleteSite site={site} />
+        </div>
+      </div>
+    </>
+  );
+}
