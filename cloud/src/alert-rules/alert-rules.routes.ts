@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { param, userOf } from '../http/context.ts';
-import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
+import { pageQuerySchema, pageRequest, toPage, byCreation } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
 import { AlertRuleBody, AlertRulePatch } from './alert-rules.body.ts';
@@ -48,7 +48,7 @@ export function alertRuleRoutes(s: AlertRuleRoutesDeps): RouteDef[] {
       handler: async (req) => {
         const q = parseInput(ListRules, req.query, 'query');
         const rows = await alertRules.list(userOf(req.ctx).accountId, pageRequest(q));
-        return { status: 200, body: toPage(rows, q.limit, (r) => [r.created_at, r.id], alertRuleView) };
+        return { status: 200, body: toPage(rows, q.limit, byCreation, alertRuleView) };
       },
     },
     {

@@ -3,7 +3,7 @@ import { formatSeconds } from '../../../shared/time.ts';
 import { InvalidRequest, notFound } from '../errors.ts';
 import { param, userOf } from '../http/context.ts';
 import { name, queryBoolean } from '../http/inputs.ts';
-import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
+import { pageQuerySchema, pageRequest, toPage, byCreation } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput, siteOfBodyFirst } from '../http/validate.ts';
 import type { BridgeConnections, MqttBridge } from '../mqtt/mqtt-bridge.ts';
@@ -116,12 +116,7 @@ export function deviceRoutes(s: DeviceRoutesDeps): RouteDef[] {
         const settings = await published(rows.map((r) => r.id));
         return {
           status: 200,
-          body: toPage(
-            rows,
-            q.limit,
-            (r) => [r.created_at, r.id],
-            (r) => deviceView(r, settings.get(r.id)),
-          ),
+          body: toPage(rows, q.limit, byCreation, (r) => deviceView(r, settings.get(r.id))),
         };
       },
     },

@@ -21,6 +21,11 @@ export const pageQuerySchema = {
   cursor: z.string().max(1024).optional(),
 };
 
+/** The sort key of every list ordered by creation: its integer `created_at`, then the id. */
+export function byCreation(row: { created_at: number; id: string }): CursorKey {
+  return [row.created_at, row.id];
+}
+
 export function encodeCursor(key: CursorKey): string {
   return Buffer.from(JSON.stringify(key)).toString('base64url');
 }

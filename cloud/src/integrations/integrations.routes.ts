@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { param, userOf } from '../http/context.ts';
 import { name } from '../http/inputs.ts';
-import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
+import { pageQuerySchema, pageRequest, toPage, byCreation } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput, siteOfBodyFirst } from '../http/validate.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
@@ -67,12 +67,7 @@ export function integrationRoutes(s: IntegrationRoutesDeps): RouteDef[] {
         const rows = await integrationsRepository.list(db, userOf(req.ctx).accountId, pageRequest(q));
         return {
           status: 200,
-          body: toPage(
-            rows,
-            q.limit,
-            (r) => [r.created_at, r.id],
-            (r) => integrations.view(r),
-          ),
+          body: toPage(rows, q.limit, byCreation, (r) => integrations.view(r)),
         };
       },
     },

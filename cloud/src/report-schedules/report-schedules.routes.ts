@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { param, userOf } from '../http/context.ts';
-import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
+import { pageQuerySchema, pageRequest, toPage, byCreation } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput, siteOfBodyFirst } from '../http/validate.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
@@ -58,7 +58,7 @@ export function reportScheduleRoutes(s: ReportScheduleRoutesDeps): RouteDef[] {
       handler: async (req) => {
         const q = parseInput(ListSchedules, req.query, 'query');
         const rows = await reportSchedules.list(userOf(req.ctx).accountId, pageRequest(q));
-        return { status: 200, body: toPage(rows, q.limit, (r) => [r.created_at, r.id], scheduleView) };
+        return { status: 200, body: toPage(rows, q.limit, byCreation, scheduleView) };
       },
     },
     {

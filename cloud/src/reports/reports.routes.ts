@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { notFound } from '../errors.ts';
 import { param, userOf } from '../http/context.ts';
 import { timestamp } from '../http/inputs.ts';
-import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
+import { pageQuerySchema, pageRequest, toPage, byCreation } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput, siteOfBodyFirst } from '../http/validate.ts';
 import { reportView, type ReportsService } from './reports.service.ts';
@@ -60,7 +60,7 @@ export function reportRoutes(s: ReportRoutesDeps): RouteDef[] {
           throw notFound('site');
         }
         const rows = await reports.list(user.accountId, q.site_id, pageRequest(q));
-        return { status: 200, body: toPage(rows, q.limit, (r) => [r.created_at, r.id], reportView) };
+        return { status: 200, body: toPage(rows, q.limit, byCreation, reportView) };
       },
     },
     {

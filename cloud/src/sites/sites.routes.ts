@@ -5,7 +5,7 @@ import type { Clock } from '../clock.ts';
 import { Conflict, notFound, Unprocessable } from '../errors.ts';
 import { param, userOf } from '../http/context.ts';
 import { name, timezone } from '../http/inputs.ts';
-import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
+import { pageQuerySchema, pageRequest, toPage, byCreation } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
 import type { Db } from '../storage/database.ts';
@@ -45,7 +45,7 @@ export function siteRoutes(s: SiteRoutesDeps): RouteDef[] {
       handler: async (req) => {
         const q = parseInput(ListSites, req.query, 'query');
         const rows = await sites.list(db, userOf(req.ctx).accountId, pageRequest(q));
-        return { status: 200, body: toPage(rows, q.limit, (r) => [r.created_at, r.id], siteView) };
+        return { status: 200, body: toPage(rows, q.limit, byCreation, siteView) };
       },
     },
     {

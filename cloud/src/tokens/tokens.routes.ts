@@ -3,7 +3,7 @@ import { formatSeconds, formatSecondsOrNull } from '../../../shared/time.ts';
 import { Unprocessable } from '../errors.ts';
 import { param, userOf } from '../http/context.ts';
 import { name } from '../http/inputs.ts';
-import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
+import { pageQuerySchema, pageRequest, toPage, byCreation } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
 import type { Db } from '../storage/database.ts';
@@ -76,7 +76,7 @@ export function tokenRoutes(s: TokenRoutesDeps): RouteDef[] {
       handler: async (req) => {
         const q = parseInput(ListTokens, req.query, 'query');
         const rows = await tokensRepository.list(db, userOf(req.ctx).accountId, pageRequest(q));
-        return { status: 200, body: toPage(rows, q.limit, (r) => [r.created_at, r.id], view) };
+        return { status: 200, body: toPage(rows, q.limit, byCreation, view) };
       },
     },
     {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { formatSeconds, formatSecondsOrNull } from '../../../shared/time.ts';
 import { param, userOf } from '../http/context.ts';
-import { pageQuerySchema, pageRequest, toPage } from '../http/pagination.ts';
+import { pageQuerySchema, pageRequest, toPage, byCreation } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
 import type { Db } from '../storage/database.ts';
@@ -69,7 +69,7 @@ export function webhookRoutes(s: WebhookRoutesDeps): RouteDef[] {
       handler: async (req) => {
         const q = parseInput(Page, req.query, 'query');
         const rows = await webhooksRepository.list(db, userOf(req.ctx).accountId, pageRequest(q));
-        return { status: 200, body: toPage(rows, q.limit, (r) => [r.created_at, r.id], webhookView) };
+        return { status: 200, body: toPage(rows, q.limit, byCreation, webhookView) };
       },
     },
     {
@@ -103,15 +103,11 @@ export function webhookRoutes(s: WebhookRoutesDeps): RouteDef[] {
         );
         return {
           status: 200,
-          body: toPage(
-            rows,
-            q.limit,
-            (r) => [r.created_at, r.id],
-            (r) =>
-              deliveryView(
-                r,
-                attempts.filter((a) => a.delivery_id === r.id),
-              ),
+          body: toPage(rows, q.limit, byCreation, (r) =>
+            deliveryView(
+              r,
+              attempts.filter((a) => a.delivery_id === r.id),
+            ),
           ),
         };
       },
