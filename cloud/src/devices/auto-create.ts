@@ -46,6 +46,57 @@ export class DeviceCache {
   }
 }
 
+/** A new device's row: named after its local id unless a name is given, never seen yet. */
+export function newDeviceRow(input: {
+  accountId: string;
+  siteId: string;
+  localId: string;
+  name?: string | undefined;
+  notes?: string | undefined;
+  model: string;
+  tokenHash: string | null;
+  now: number;
+}): DeviceRow {
+  return {
+    id: newId('dev'),
+    account_id: input.accountId,
+    site_id: input.siteId,
+    local_id: input.localId,
+    name: input.name ?? input.localId,
+    notes: input.notes ?? '',
+    model: input.model,
+    fw_version: null,
+    token_hash: input.tokenHash,
+    token_issued_at: input.now,
+    last_seen_at: null,
+    online: 0,
+    created_at: input.now,
+    deleted_at: null,
+  };
+}
+
+/**
+ * Inserts a device with its `device.created` audit entry, in the caller's transaction. `via` names the
+ * channel an auto-created device was first heard on; a device created through the API has none.
+ */
+export async function insertDevice(
+  trx: Db,
+  deps: { devices: DevicesRepository; audit: AuditRepository },
+  row: DeviceRow,
+  by: string,
+  via?: string,
+): Promise<void> {
+  await deps.devices.insert(trx, row);
+  await deps.audit.record(trx, {
+    accountId: row.account_id,
+    kind: 'device.created',
+    by,
+    target: row.id,
+    details: { site_id: row.site_id, local_id: row.local_id, model: row.model, ...(via ? { via } : {}) },
+    ts: row.created_at,
+  });
+}
+
 export interface AutoCreateDeps {
   db: Db;
   clock: Clock;
@@ -75,36 +126,13 @@ export async function autoCreateDevice(
   deps: AutoCreateDeps,
   input: AutoCreateInput,
 ): Promise<{ row: DeviceRow; created: boolean }> {
-  const { db, clock, devices, audit } = deps;
+  const { db, clock, devices } = deps;
   const now = clock.nowMicros();
-  const row: DeviceRow = {
-    id: newId('dev'),
-    account_id: input.accountId,
-    site_id: input.siteId,
-    local_id: input.localId,
-    name: input.localId,
-    notes: '',
-    model: input.model,
-    fw_version: null,
-    token_hash: null,
-    token_issued_at: now,
-    last_seen_at: null,
-    online: 0,
-    created_at: now,
-    deleted_at: null,
-  };
+  const row = newDeviceRow({ ...input, tokenHash: null, now });
   try {
     await db.transaction().execute(async (trx) => {
       await input.check?.(trx);
-      await devices.insert(trx, row);
-      await audit.record(trx, {
-        accountId: input.accountId,
-        kind: 'device.created',
-        by: input.by,
-        target: row.id,
-        details: { site_id: row.site_id, local_id: input.localId, model: input.model, via: input.via },
-        ts: now,
-      });
+      await insertDevice(trx, deps, row, input.by, input.via);
     });
   } catch (err) {
     if (!isUniqueViolation(err)) throw err;

@@ -1,4 +1,4 @@
-import { newId, newSecret } from '../../../shared/ids.ts';
+import { newSecret } from '../../../shared/ids.ts';
 import type { AuditRepository } from '../audit/audit.repository.ts';
 import { DEVICE_TOKEN_PREFIX } from '../auth/authenticator.ts';
 import { hashSecret } from '../auth/secrets.ts';
@@ -10,6 +10,7 @@ import type { SitesRepository } from '../sites/sites.repository.ts';
 import { isUniqueViolation, type Db } from '../storage/database.ts';
 import type { DeviceRow, DevicesRepository } from './devices.repository.ts';
 import { findModel, modelOf } from './models.ts';
+import { insertDevice, newDeviceRow } from './auto-create.ts';
 
 export interface IssuedToken {
   device: DeviceRow;
@@ -50,25 +51,19 @@ export class DevicesService {
     by: UserPrincipal,
     input: { site_id: string; local_id: string; name: string; model: string; notes?: string | undefined },
   ): Promise<IssuedToken> {
-    const { db, clock, devices, sites, audit } = this.deps;
+    const { db, clock, devices, sites } = this.deps;
     const token = newSecret(DEVICE_TOKEN_PREFIX);
     const now = clock.nowMicros();
-    const row: DeviceRow = {
-      id: newId('dev'),
-      account_id: by.accountId,
-      site_id: input.site_id,
-      local_id: input.local_id,
+    const row = newDeviceRow({
+      accountId: by.accountId,
+      siteId: input.site_id,
+      localId: input.local_id,
       name: input.name,
-      notes: input.notes ?? '',
+      notes: input.notes,
       model: input.model,
-      fw_version: null,
-      token_hash: hashSecret(token),
-      token_issued_at: now,
-      last_seen_at: null,
-      online: 0,
-      created_at: now,
-      deleted_at: null,
-    };
+      tokenHash: hashSecret(token),
+      now,
+    });
     try {
       await db.transaction().execute(async (trx) => {
         if (!(await sites.find(trx, by.accountId, input.site_id))) throw notFound('site');
@@ -79,15 +74,7 @@ export class DevicesService {
           );
         }
         if (await devices.findByLocalId(trx, input.site_id, input.local_id)) throw localIdTaken();
-        await devices.insert(trx, row);
-        await audit.record(trx, {
-          accountId: by.accountId,
-          kind: 'device.created',
-          by: by.userId,
-          target: row.id,
-          details: { site_id: row.site_id, local_id: row.local_id, model: row.model },
-          ts: now,
-        });
+        await insertDevice(trx, this.deps, row, by.userId);
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw localIdTaken();
