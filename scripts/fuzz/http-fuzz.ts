@@ -1,5 +1,7 @@
 import http from 'node:http';
 import fc from 'fast-check';
+import { MEASUREMENT_KINDS, sanityRange } from '../../shared/kinds.ts';
+import { MAX_MEASUREMENTS } from '../../shared/ingest.ts';
 import type { FuzzWorld } from './world.ts';
 
 /**
@@ -288,9 +290,46 @@ const ODD_TYPES = [
   'application/json, text/plain',
 ];
 
+/**
+ * An ingest body the device token's own device may send: its `local_id`, a time within the last day
+ * or none, and 1 to 32 measurements of known kinds inside their sanity ranges (labels and units
+ * sometimes), so generated ingest reaches the write, the journal and the rule engine instead of
+ * stopping at `device_not_in_token` or `out_of_range`.
+ */
+
+function acceptedIngestOf(world: FuzzWorld): fc.Arbitrary<unknown> {
+  const measurement = fc.constantFrom(...MEASUREMENT_KINDS).chain((type) => {
+    const volts = type === 'battery' ? fc.boolean() : fc.constant(false);
+    return volts.chain((inVolts) => {
+      const range = sanityRange(type, inVolts ? 'V' : undefined);
+      const value =
+        type === 'leak'
+          ? fc.constantFrom(0, 1)
+          : fc.double({ min: range.min, max: range.max, noNaN: true, noDefaultInfinity: true });
+      const label = fc.option(fc.string({ maxLength: 64 }), { nil: undefined });
+      return fc
+        .record({ type: fc.constant(type), value, label })
+        .map((m) => (inVolts ? { ...m, unit: 'V' } : m));
+    });
+  });
+  return fc.record(
+    {
+      device: fc.constant(world.deviceLocalId),
+      ts: fc.integer({ min: 0, max: 86_400_000 }).map((ago) => new Date(Date.now() - ago).toISOString()),
+      measurements: fc.array(measurement, { minLength: 1, maxLength: MAX_MEASUREMENTS }),
+    },
+    { requiredKeys: ['device', 'measurements'] },
+  );
+}
+
 /** The arbitrary of one request to `op`. */
 function requestOf(op: Operation, world: FuzzWorld, pool: IdPool): fc.Arbitrary<WireRequest> {
-  const protect = op.method === 'DELETE' || /rotate-token|move$/.test(op.path);
+  // The credentials the run relies on are never deleted, rotated or moved, and the device token's
+  // device keeps its local_id, which accepted ingest bodies name.
+  const protect =
+    op.method === 'DELETE' ||
+    /rotate-token|move$/.test(op.path) ||
+    (op.method === 'PATCH' && op.path.endsWith('/devices/{device_id}'));
   const idFor = (param: string): fc.Arbitrary<string> => {
     const known = (pool.byParam.get(param) ?? []).filter((id) => !(protect && world.protectedIds.has(id)));
     const junk = fc.oneof(
@@ -333,7 +372,17 @@ function requestOf(op: Operation, world: FuzzWorld, pool: IdPool): fc.Arbitrary<
   );
   const bodySchema = op.body;
   const json = (v: fc.Arbitrary<unknown>) => v.map((x) => Buffer.from(JSON.stringify(x) ?? 'null'));
+  const ingest = op.method === 'POST' && op.path === '/v1/ingest';
+  const accepted = ingest
+    ? [
+        {
+          weight: 12,
+          arbitrary: json(acceptedIngestOf(world)).map((data) => ({ kind: 'accepted-ingest', data })),
+        },
+      ]
+    : [];
   const body: fc.Arbitrary<{ kind: string; data: Buffer | null; type?: string }> = fc.oneof(
+    ...accepted,
     {
       weight: 5,
       arbitrary: json(bodySchema ? valueOf(bodySchema) : fc.constant({})).map((data) => ({
@@ -418,7 +467,9 @@ function requestOf(op: Operation, world: FuzzWorld, pool: IdPool): fc.Arbitrary<
   );
   return fc
     .record({
-      auth: fc.constantFrom<Auth>('admin', 'admin', 'device', 'none'),
+      auth: ingest
+        ? fc.constantFrom<Auth>('device', 'device', 'device', 'device', 'admin', 'none')
+        : fc.constantFrom<Auth>('admin', 'admin', 'device', 'none'),
       path,
       query,
       body,

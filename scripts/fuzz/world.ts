@@ -21,6 +21,8 @@ export interface FuzzWorld {
   adminTokenId: string;
   deviceToken: string;
   deviceId: string;
+  /** The device's `local_id`: what an ingest body names for the device token's own device. */
+  deviceLocalId: string;
   integrationToken: string;
   integrationId: string;
   bridge: BridgeBundle;
@@ -65,6 +67,7 @@ export async function startFuzzWorld(db: DbKind): Promise<FuzzWorld> {
     adminTokenId,
     deviceToken: device.ingest_token,
     deviceId: device.id,
+    deviceLocalId: device.local_id,
     integrationToken: made.token,
     integrationId: made.id,
     bridge,
