@@ -184,6 +184,25 @@ describe.each(DATABASES)('ChirpStack events, decoders and tokens over the webhoo
     expect(await points(viaTts.id)).toContain(`co2/-@${iso(T0)}=776`);
   });
 
+  it('stores the extended Cayenne LPP types of our kinds with their channels as labels', async () => {
+    const lpp = await createDevice(t, user.token, siteId, {
+      local_id: '4000000000000001',
+      model: 'cayenne-lpp',
+    });
+    const data = Buffer.from('037457B8017500ED05800D7A027D030C03670110056700FF', 'hex');
+    const answer = await post('up', chirpstackUpProtobuf({ devEui: '4000000000000001', time: T0, data }));
+    expect([answer.status, answer.json.accepted]).toEqual([200, 7]);
+    expect(await points(lpp.id)).toEqual([
+      `co2/2@${iso(T0)}=780`,
+      `current/1@${iso(T0)}=0.237`,
+      `power/5@${iso(T0)}=3450`,
+      `signal/-@${iso(T0)}=-97`,
+      `temperature/3@${iso(T0)}=27.2`,
+      `temperature/5@${iso(T0)}=25.5`,
+      `voltage/3@${iso(T0)}=224.56`,
+    ]);
+  });
+
   it('stores an uplink that carries no time at all at its receive time', async () => {
     const before = Date.now();
     const answer = await post(
