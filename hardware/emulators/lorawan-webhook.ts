@@ -1,6 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import common from '@chirpstack/chirpstack-api/common/common_pb.js';
 import integration from '@chirpstack/chirpstack-api/integration/integration_pb.js';
 import gw from '@chirpstack/chirpstack-api/gw/gw_pb.js';
+import jspb from 'google-protobuf';
+import durationPb from 'google-protobuf/google/protobuf/duration_pb.js';
 import structPb from 'google-protobuf/google/protobuf/struct_pb.js';
 import timestampPb from 'google-protobuf/google/protobuf/timestamp_pb.js';
 import { cayenneLpp } from './payloads.ts';
@@ -9,6 +12,7 @@ import { climate, type ClimateValues } from './values.ts';
 // CommonJS modules without named exports Node can see: take the classes off the default export.
 const { Struct } = structPb;
 const { Timestamp } = timestampPb;
+const { Duration } = durationPb;
 
 /**
  * LoRaWAN network servers delivering to the cloud's webhooks (docs/api/integrations.md): the
@@ -182,6 +186,156 @@ export function chirpstackLogJson(devEui: string, time = Date.now()): string {
     description: 'js execution error',
     context: { deduplication_id: randomUUID() },
   });
+}
+
+/** The ChirpStack events other than `up` and `status`, which store nothing but are recorded. */
+export type ChirpstackOtherEvent = 'join' | 'ack' | 'txack' | 'log' | 'location' | 'integration';
+
+/**
+ * An event other than `up` and `status` as ChirpStack v4 serialises it to JSON (the shapes of its
+ * event documentation; default scalars present).
+ */
+export function chirpstackEventJson(type: ChirpstackOtherEvent, devEui: string, time = Date.now()): string {
+  const head = {
+    deduplicationId: randomUUID(),
+    time: chirpstackTime(time),
+    deviceInfo: deviceInfoJson(devEui),
+  };
+  switch (type) {
+    case 'join':
+      return chirpstackJoinJson(devEui, time);
+    case 'log':
+      return chirpstackLogJson(devEui, time);
+    case 'ack':
+      return JSON.stringify({ ...head, queueItemId: randomUUID(), acknowledged: true, fCntDown: 7 });
+    case 'txack': {
+      const { deduplicationId: _none, ...rest } = head;
+      return JSON.stringify({
+        downlinkId: 3162200893,
+        ...rest,
+        queueItemId: randomUUID(),
+        fCntDown: 7,
+        gatewayId: '0016c001f153a14c',
+        txInfo: {
+          frequency: 868100000,
+          power: 14,
+          modulation: {
+            lora: { bandwidth: 125000, spreadingFactor: 7, codeRate: 'CR_4_5', polarizationInversion: true },
+          },
+          timing: { delay: { delay: '1s' } },
+          context: 'EFwMtA==',
+        },
+      });
+    }
+    case 'location':
+      return JSON.stringify({
+        ...head,
+        location: {
+          latitude: 52.3676,
+          longitude: 4.9041,
+          altitude: 2.5,
+          source: 'GEO_RESOLVER_TDOA',
+          accuracy: 12.5,
+        },
+      });
+    case 'integration':
+      return JSON.stringify({
+        ...head,
+        integrationName: 'loracloud',
+        eventType: 'DAS_UplinkResponse',
+        object: { result: { position_solution: null } },
+      });
+  }
+}
+
+/**
+ * The same event with the protobuf encoding, built with @chirpstack/chirpstack-api's classes.
+ * The package has no `IntegrationEvent` class: that one is written field by field after
+ * integration.proto (1 deduplication_id, 2 time, 3 device_info, 4 integration_name, 5 event_type,
+ * 6 object) with google-protobuf's writer and the package's `DeviceInfo`.
+ */
+export function chirpstackEventProtobuf(
+  type: ChirpstackOtherEvent,
+  devEui: string,
+  time = Date.now(),
+): Buffer {
+  const at = Timestamp.fromDate(new Date(time));
+  switch (type) {
+    case 'join': {
+      const e = new integration.JoinEvent();
+      e.setDeduplicationId(randomUUID());
+      e.setTime(at);
+      e.setDeviceInfo(deviceInfoPb(devEui));
+      e.setDevAddr('00189440');
+      e.setRegionConfigId('eu868');
+      return Buffer.from(e.serializeBinary());
+    }
+    case 'ack': {
+      const e = new integration.AckEvent();
+      e.setDeduplicationId(randomUUID());
+      e.setTime(at);
+      e.setDeviceInfo(deviceInfoPb(devEui));
+      e.setQueueItemId(randomUUID());
+      e.setAcknowledged(true);
+      e.setFCntDown(7);
+      return Buffer.from(e.serializeBinary());
+    }
+    case 'txack': {
+      const e = new integration.TxAckEvent();
+      e.setDownlinkId(3162200893);
+      e.setTime(at);
+      e.setDeviceInfo(deviceInfoPb(devEui));
+      e.setQueueItemId(randomUUID());
+      e.setFCntDown(7);
+      e.setGatewayId('0016c001f153a14c');
+      const tx = new gw.DownlinkTxInfo();
+      tx.setFrequency(868100000);
+      tx.setPower(14);
+      const delay = new gw.DelayTimingInfo();
+      const second = new Duration();
+      second.setSeconds(1);
+      delay.setDelay(second);
+      const timing = new gw.Timing();
+      timing.setDelay(delay);
+      tx.setTiming(timing);
+      e.setTxInfo(tx);
+      return Buffer.from(e.serializeBinary());
+    }
+    case 'log': {
+      const e = new integration.LogEvent();
+      e.setTime(at);
+      e.setDeviceInfo(deviceInfoPb(devEui));
+      e.setLevel(integration.LogLevel.ERROR);
+      e.setCode(integration.LogCode.UPLINK_CODEC);
+      e.setDescription('js execution error');
+      e.getContextMap().set('deduplication_id', randomUUID());
+      return Buffer.from(e.serializeBinary());
+    }
+    case 'location': {
+      const e = new integration.LocationEvent();
+      e.setDeduplicationId(randomUUID());
+      e.setTime(at);
+      e.setDeviceInfo(deviceInfoPb(devEui));
+      const location = new common.Location();
+      location.setLatitude(52.3676);
+      location.setLongitude(4.9041);
+      location.setAltitude(2.5);
+      location.setSource(common.LocationSource.GEO_RESOLVER_TDOA);
+      location.setAccuracy(12.5);
+      e.setLocation(location);
+      return Buffer.from(e.serializeBinary());
+    }
+    case 'integration': {
+      const w = new jspb.BinaryWriter();
+      w.writeString(1, randomUUID());
+      w.writeBytes(2, at.serializeBinary());
+      w.writeBytes(3, deviceInfoPb(devEui).serializeBinary());
+      w.writeString(4, 'loracloud');
+      w.writeString(5, 'DAS_UplinkResponse');
+      w.writeBytes(6, Struct.fromJavaScript({ result: { position_solution: null } }).serializeBinary());
+      return Buffer.from(w.getResultBuffer());
+    }
+  }
 }
 
 export interface TtsUplink {

@@ -1,4 +1,6 @@
 import integration from '@chirpstack/chirpstack-api/integration/integration_pb.js';
+import jspb from 'google-protobuf';
+import timestampPb from 'google-protobuf/google/protobuf/timestamp_pb.js';
 import { z } from 'zod';
 import { parseTimestampMicros } from '../time.ts';
 
@@ -200,8 +202,7 @@ export function parseDeviceEvent(
     }
     return out;
   }
-  // The package has no class for `integration` events: they are recorded in JSON only.
-  if (type === 'integration') throw new ChirpstackEventError('integration events are read as JSON only');
+  if (type === 'integration') return parseIntegrationEventProtobuf(payload);
   let event: InstanceType<(typeof PB_CLASSES)[keyof typeof PB_CLASSES]>;
   try {
     event = PB_CLASSES[type].deserializeBinary(new Uint8Array(payload));
@@ -218,4 +219,38 @@ export function parseDeviceEvent(
     out.externalPowerSource = event.getExternalPowerSource();
   }
   return out;
+}
+
+/**
+ * An `integration` event in protobuf. @chirpstack/chirpstack-api has no class for
+ * `integration.IntegrationEvent`, so the fields we need (integration.proto: 1 `deduplication_id`,
+ * 2 `time`, 3 `device_info`) are read with google-protobuf's reader and the package's `Timestamp`
+ * and `DeviceInfo` classes; the rest (integration name, event type, object) is skipped.
+ */
+function parseIntegrationEventProtobuf(payload: Buffer): DeviceEventData {
+  let deduplicationId = '';
+  let time: InstanceType<typeof timestampPb.Timestamp> | undefined;
+  let info: integration.DeviceInfo | undefined;
+  try {
+    const reader = new jspb.BinaryReader(new Uint8Array(payload));
+    while (reader.nextField()) {
+      if (reader.isEndGroup()) break;
+      switch (reader.getFieldNumber()) {
+        case 1:
+          deduplicationId = reader.readString();
+          break;
+        case 2:
+          time = timestampPb.Timestamp.deserializeBinary(reader.readBytes());
+          break;
+        case 3:
+          info = integration.DeviceInfo.deserializeBinary(reader.readBytes());
+          break;
+        default:
+          reader.skipField();
+      }
+    }
+  } catch (err) {
+    throw new ChirpstackEventError(`not a protobuf integration event: ${(err as Error).message}`);
+  }
+  return { devEui: pbDevEui(info), deduplicationId, time: pbMicros(time) };
 }

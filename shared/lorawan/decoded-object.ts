@@ -107,6 +107,14 @@ const IGNORED = new Set([
   'irinternaltemperature',
   'irexternaltemperature',
   'analoguv',
+  'genericsensor',
+  'frequency',
+  'percentage',
+  'altitude',
+  'energy',
+  'direction',
+  'unixtime',
+  'switch',
 ]);
 
 export interface MappedObject {

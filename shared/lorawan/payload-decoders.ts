@@ -60,8 +60,12 @@ const xyz = (scale: number) => (b: Buffer, o: number) => ({
 });
 
 /**
- * The LPP data types (IPSO object id − 3200), with their sizes and resolutions from the LPP
- * reference: big-endian, signed where the reference says so.
+ * The LPP data types (IPSO object id − 3200), with their sizes and resolutions: big-endian, signed
+ * where the reference says so. The first twelve are myDevices' LPP reference, the types ChirpStack's
+ * own codec knows (its key names). The rest are the extended LPP types of the CayenneLPP library
+ * for Arduino (ElectronicCats, after The Things Network's), which devices send for the measurement
+ * kinds the reference lacks: voltage, current, power and concentration (ppm, as CO2); the other
+ * extended types are known by their size, so a payload decodes past them.
  */
 const LPP_TYPES: Record<number, LppType> = {
   0x00: { name: 'digitalInput', size: 1, read: (b, o) => b.readUInt8(o) },
@@ -84,6 +88,21 @@ const LPP_TYPES: Record<number, LppType> = {
       altitude: int24(b, o + 6) / 100,
     }),
   },
+  0x64: { name: 'genericSensor', size: 4, read: (b, o) => b.readUInt32BE(o) },
+  0x74: { name: 'voltage', size: 2, read: (b, o) => b.readUInt16BE(o) / 100 },
+  0x75: { name: 'current', size: 2, read: (b, o) => b.readUInt16BE(o) / 1000 },
+  0x76: { name: 'frequency', size: 4, read: (b, o) => b.readUInt32BE(o) },
+  0x78: { name: 'percentage', size: 1, read: (b, o) => b.readUInt8(o) },
+  0x79: { name: 'altitude', size: 2, read: (b, o) => b.readInt16BE(o) },
+  // Concentration in ppm; named `co2` here, as our kinds read it (a codec's `concentration` field
+  // may be another gas, so the field map does not take that name for CO2).
+  0x7d: { name: 'co2', size: 2, read: (b, o) => b.readUInt16BE(o) },
+  0x80: { name: 'power', size: 2, read: (b, o) => b.readUInt16BE(o) },
+  0x82: { name: 'distance', size: 4, read: (b, o) => b.readUInt32BE(o) / 1000 },
+  0x83: { name: 'energy', size: 4, read: (b, o) => b.readUInt32BE(o) / 1000 },
+  0x84: { name: 'direction', size: 2, read: (b, o) => b.readUInt16BE(o) },
+  0x85: { name: 'unixTime', size: 4, read: (b, o) => b.readUInt32BE(o) },
+  0x8e: { name: 'switch', size: 1, read: (b, o) => b.readUInt8(o) },
 };
 
 /**

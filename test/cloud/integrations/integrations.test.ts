@@ -93,6 +93,15 @@ describe.each(DATABASES)('/v1/integrations on %s', (db) => {
     expect((await create({ site_id: 'site_nope' })).json.error.code).toBe('site_not_found');
     expect((await create({ token: 'x' })).status).toBe(400);
     const a = (await create()).json;
+    for (const answer of [
+      await t.http.post(`/v1/integrations/${a.id}/rotate-token`, undefined, { token: write }),
+      await t.http.delete(`/v1/integrations/${a.id}`, { token: write }),
+    ])
+      expect([answer.status, answer.json.error.code]).toEqual([403, 'forbidden']);
+    expect((await uplink(a.token)).status).toBe(200);
+    const read = (await t.http.post('/v1/tokens', { label: 'r', scope: 'read' }, { token: user.token })).json
+      .token;
+    expect((await t.http.get(`/v1/integrations/${a.id}`, { token: read })).status).toBe(200);
     // an integration token is not a management credential
     const managed = await t.http.get('/v1/integrations', { token: a.token });
     expect([managed.status, managed.json.error.code]).toEqual([403, 'forbidden']);

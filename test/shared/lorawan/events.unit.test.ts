@@ -1,5 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import {
+  chirpstackEventJson,
+  chirpstackEventProtobuf,
   chirpstackStatusJson,
   chirpstackStatusProtobuf,
   chirpstackUpJson,
@@ -79,6 +81,37 @@ describe('ChirpStack v4 events', () => {
       batteryLevel: 55,
       time: T0 * 1000,
     });
+  });
+});
+
+describe('ChirpStack v4 events other than up and status', () => {
+  it('reads the device and time of every other event type alike from JSON and from protobuf', () => {
+    for (const type of ['join', 'ack', 'txack', 'log', 'location', 'integration'] as const) {
+      for (const [encoding, body] of [
+        ['json', Buffer.from(chirpstackEventJson(type, 'A84041000181C0DE', T0))],
+        ['protobuf', chirpstackEventProtobuf(type, 'A84041000181C0DE', T0)],
+      ] as const) {
+        expect([type, encoding, parseDeviceEvent(type, body, encoding)]).toEqual([
+          type,
+          encoding,
+          {
+            devEui: 'a84041000181c0de',
+            deduplicationId:
+              type === 'txack' || type === 'log' ? '' : expect.stringMatching(/^[0-9a-f-]{36}$/),
+            time: T0 * 1000,
+          },
+        ]);
+      }
+    }
+  });
+
+  it('refuses an integration event whose protobuf does not parse or names no device', () => {
+    expect(() => parseDeviceEvent('integration', Buffer.from('0a02ffff', 'hex'), 'protobuf')).toThrow(
+      ChirpstackEventError,
+    );
+    expect(() => parseDeviceEvent('integration', Buffer.from('0a0161', 'hex'), 'protobuf')).toThrow(
+      /no DevEUI/,
+    );
   });
 });
 

@@ -71,6 +71,35 @@ describe('Cayenne LPP, against the vectors of the LPP reference', () => {
     expect(measurementsFromObject(object).unknown).toEqual([]);
   });
 
+  it('reads the extended types of our kinds, against the CayenneLPP library vectors, with channels as labels', () => {
+    // voltage 03 74 57 B8 = 224.56 V, current 01 75 00 ED = 0.237 A, power 05 80 0D 7A = 3450 W;
+    // concentration 02 7D 03 0C = 780 ppm (2 bytes, 1 ppm, unsigned)
+    const object = decodeCayenneLpp(hex('03 74 57 B8 01 75 00 ED 05 80 0D 7A 02 7D 03 0C'));
+    expect(object).toEqual({
+      voltage: { '3': 224.56 },
+      current: { '1': 0.237 },
+      power: { '5': 3450 },
+      co2: { '2': 780 },
+    });
+    expect(lines(object)).toEqual([
+      'voltage/3=224.56 V',
+      'current/1=0.237 A',
+      'power/5=3450 W',
+      'co2/2=780 ppm',
+    ]);
+  });
+
+  it('decodes past the other extended types: frequency 01 76 33 BE 27 A0 is 868100000 Hz', () => {
+    const object = decodeCayenneLpp(hex('01 76 33 BE 27 A0 05 79 FF EF 03 67 01 10'));
+    expect(object).toEqual({
+      frequency: { '1': 868100000 },
+      altitude: { '5': -17 },
+      temperatureSensor: { '3': 27.2 },
+    });
+    expect(lines(object)).toEqual(['temperature/3=27.2 °C']);
+    expect(measurementsFromObject(object).unknown).toEqual([]);
+  });
+
   it('stops at an unknown type or a truncated value, keeping the channels before it', () => {
     expect(decodeCayenneLpp(hex('03 67 01 10 05 FE 00 FF'))).toEqual({ temperatureSensor: { '3': 27.2 } });
     expect(decodeCayenneLpp(hex('03 67 01 10 05 67 00'))).toEqual({ temperatureSensor: { '3': 27.2 } });
