@@ -31,6 +31,7 @@ const STATUS_OF: Record<string, number> = {
   invalid_range: 422,
   grace_too_long: 422,
   unknown_model: 422,
+  model_not_for_integration: 422,
   unknown_vertical: 422,
   invalid_scope: 422,
   invalid_webhook_url: 422,

@@ -36,7 +36,7 @@ import type { Logger } from '../logger.ts';
 import type { Db } from '../storage/database.ts';
 import type { IntegrationDevices } from './integration-devices.ts';
 import type { IntegrationKind, IntegrationRow, IntegrationsRepository } from './integrations.repository.ts';
-import { DEFAULT_MODEL } from './integrations.service.ts';
+import { modelOfIntegration } from './integrations.service.ts';
 
 /** `last_used_at` is written at most this often per integration. */
 const TOUCH_EVERY_MS = 60_000;
@@ -137,7 +137,7 @@ export class IntegrationWebhooks implements IntegrationWays {
     }
     if (hasNul(localId))
       throw new Unprocessable('invalid_characters', 'device must not contain U+0000 (NUL)');
-    return this.deps.devices.resolve(integration, localId, model ?? DEFAULT_MODEL.shelly);
+    return this.deps.devices.resolve(integration, localId, model ?? modelOfIntegration(integration));
   }
 
   /** `POST /v1/webhooks/chirpstack?event=<type>`. */
@@ -320,7 +320,7 @@ export class IntegrationWebhooks implements IntegrationWays {
   }
 
   private device(integration: IntegrationRow, devEui: string): Promise<DevicePrincipal> {
-    return this.deps.devices.resolve(integration, devEui, DEFAULT_MODEL[integration.kind]);
+    return this.deps.devices.resolve(integration, devEui, modelOfIntegration(integration));
   }
 
   /** Through the one ingest core; answers as `POST /v1/ingest` does, with the device's id. */

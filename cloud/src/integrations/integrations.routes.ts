@@ -13,10 +13,17 @@ const CreateIntegration = z.strictObject({
   kind: z.enum(INTEGRATION_KINDS),
   site_id: z.string().min(1),
   name,
+  model: z
+    .string()
+    .min(1)
+    .max(64)
+    .optional()
+    .describe('model of the devices it creates (GET /v1/models); default: lorawan-generic or shelly-ht-gen1'),
 });
 const ListIntegrations = z.object(pageQuerySchema);
 
-const WITH_TOKEN = '{id, kind, site_id, name, url, created_at, token_issued_at, last_used_at, token (once)}';
+const WITH_TOKEN =
+  '{id, kind, site_id, name, model, url, created_at, token_issued_at, last_used_at, token (once)}';
 
 /** What these routes use; the composition root passes them in. */
 export interface IntegrationRoutesDeps {
@@ -43,7 +50,13 @@ export function integrationRoutes(s: IntegrationRoutesDeps): RouteDef[] {
         'Add an inbound integration (ChirpStack, The Things Stack, Shelly URL actions) for a site: answers its whk_ token and the URL to paste, once',
       requestBody: CreateIntegration,
       success: { status: 201, description: WITH_TOKEN },
-      errors: ['site_not_found', 'invalid_request', 'idempotency_secret_withheld'],
+      errors: [
+        'site_not_found',
+        'invalid_request',
+        'unknown_model',
+        'model_not_for_integration',
+        'idempotency_secret_withheld',
+      ],
       handler: async (req) => {
         const user = userOf(req.ctx);
         await siteOfBodyFirst(req.body, async (siteId) =>

@@ -5,7 +5,8 @@ import { WEBHOOK_TOKEN_PREFIX } from '../auth/authenticator.ts';
 import { hashSecret } from '../auth/secrets.ts';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
-import { notFound } from '../errors.ts';
+import { notFound, Unprocessable } from '../errors.ts';
+import { findModel } from '../devices/models.ts';
 import type { UserPrincipal } from '../http/context.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
@@ -23,6 +24,21 @@ export const DEFAULT_MODEL: Record<IntegrationKind, string> = {
   ttn: 'lorawan-generic',
   shelly: 'shelly-ht-gen1',
 };
+
+/**
+ * Whether a model suits an integration's devices: a LoRaWAN model for a network server, a Shelly
+ * for Shelly URL actions.
+ */
+function modelFitsKind(kind: IntegrationKind, model: string): boolean {
+  const found = findModel(model);
+  if (!found) return false;
+  return kind === 'shelly' ? found.vendor === 'Shelly' : found.ingest_url_kind === 'lorawan';
+}
+
+/** The model of the devices an integration creates. */
+export function modelOfIntegration(row: Pick<IntegrationRow, 'kind' | 'default_model'>): string {
+  return row.default_model ?? DEFAULT_MODEL[row.kind];
+}
 
 /** Where each kind of integration delivers: the path to paste into the network server. */
 const PATHS: Record<IntegrationKind, string> = {
@@ -62,6 +78,7 @@ export class IntegrationsService {
       kind: row.kind,
       site_id: row.site_id,
       name: row.name,
+      model: modelOfIntegration(row),
       url: this.url(row.kind),
       created_at: formatSeconds(row.created_at),
       token_issued_at: formatSeconds(row.token_issued_at),
@@ -76,7 +93,7 @@ export class IntegrationsService {
 
   async create(
     by: UserPrincipal,
-    input: { kind: IntegrationKind; site_id: string; name: string },
+    input: { kind: IntegrationKind; site_id: string; name: string; model?: string | undefined },
   ): Promise<{ row: IntegrationRow; token: string }> {
     const { db, clock, integrations, sites, audit } = this.deps;
     const token = newSecret(WEBHOOK_TOKEN_PREFIX);
@@ -87,6 +104,7 @@ export class IntegrationsService {
       site_id: input.site_id,
       kind: input.kind,
       name: input.name,
+      default_model: input.model ?? null,
       token_hash: hashSecret(token),
       created_by: by.userId,
       created_at: now,
@@ -96,13 +114,27 @@ export class IntegrationsService {
     };
     await db.transaction().execute(async (trx) => {
       if (!(await sites.find(trx, by.accountId, input.site_id))) throw notFound('site');
+      if (input.model !== undefined && !findModel(input.model)) {
+        throw new Unprocessable(
+          'unknown_model',
+          `model ${JSON.stringify(input.model)} is not supported; see GET /v1/models`,
+        );
+      }
+      if (input.model !== undefined && !modelFitsKind(input.kind, input.model)) {
+        throw new Unprocessable(
+          'model_not_for_integration',
+          input.kind === 'shelly'
+            ? `model ${input.model} is not a Shelly model`
+            : `model ${input.model} is not a LoRaWAN model`,
+        );
+      }
       await integrations.insert(trx, row);
       await audit.record(trx, {
         accountId: by.accountId,
         kind: 'integration.created',
         by: by.userId,
         target: row.id,
-        details: { kind: row.kind, site_id: row.site_id, name: row.name },
+        details: { kind: row.kind, site_id: row.site_id, name: row.name, model: modelOfIntegration(row) },
         ts: now,
       });
     });

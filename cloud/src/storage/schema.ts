@@ -191,6 +191,8 @@ export interface Tables {
     site_id: string;
     kind: 'chirpstack' | 'ttn' | 'shelly';
     name: string;
+    /** The model of the devices it creates; null: the kind's default. */
+    default_model: string | null;
     token_hash: string;
     created_by: string;
     created_at: number;

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
+import { chirpstackUpJson } from '../../../hardware/emulators/lorawan-webhook.ts';
 import { auditOf, createSite } from '../../helpers/fixtures.ts';
 
 describe.each(DATABASES)('/v1/integrations on %s', (db) => {
@@ -39,6 +40,7 @@ describe.each(DATABASES)('/v1/integrations on %s', (db) => {
       kind: 'chirpstack',
       site_id: siteId,
       name: 'LoRaWAN',
+      model: 'lorawan-generic',
       token: expect.stringMatching(/^whk_[0-9A-Za-z]{43}$/),
       url: `${base()}/v1/webhooks/chirpstack`,
       created_at: expect.any(String),
@@ -105,6 +107,49 @@ describe.each(DATABASES)('/v1/integrations on %s', (db) => {
     // an integration token is not a management credential
     const managed = await t.http.get('/v1/integrations', { token: a.token });
     expect([managed.status, managed.json.error.code]).toEqual([403, 'forbidden']);
+  });
+
+  it('gives the devices it creates its model, which must suit its kind', async () => {
+    const lht = await create({ model: 'dragino-lht65' });
+    expect([lht.status, lht.json.model]).toEqual([201, 'dragino-lht65']);
+    expect((await t.http.get(`/v1/integrations/${lht.json.id}`, { token: user.token })).json.model).toBe(
+      'dragino-lht65',
+    );
+    expect((await auditOf(t, user.token, 'integration.created'))[0]!.details).toMatchObject({
+      model: 'dragino-lht65',
+    });
+    // An unknown DevEUI without a decoded object: created as a Dragino LHT65 and decoded as one.
+    const up = await t.http.post('/v1/webhooks/chirpstack?event=up', undefined, {
+      token: lht.json.token,
+      headers: { 'content-type': 'application/json' },
+      raw: chirpstackUpJson({
+        devEui: 'A840410000000009',
+        fPort: 2,
+        data: Buffer.from('CBF60B0D0376010ADD7FFF', 'hex'),
+      }),
+    });
+    expect([up.status, up.json.accepted]).toEqual([200, 5]);
+    const gen3 = await create({ kind: 'shelly', model: 'shelly-ht-gen3' });
+    expect(gen3.json.model).toBe('shelly-ht-gen3');
+    const shelly = await t.http.get(
+      `/v1/ingest/shelly?token=${gen3.json.token}&device=hall&temp=21.5&hum=40&battery=4.5`,
+    );
+    expect(shelly.status).toBe(200);
+    const devices = (await t.http.get(`/v1/devices?site_id=${siteId}`, { token: user.token })).json.data;
+    expect(
+      devices.map((d: { local_id: string; model: string }) => `${d.local_id} ${d.model}`).sort(),
+    ).toEqual(['a840410000000009 dragino-lht65', 'hall shelly-ht-gen3']);
+
+    for (const [body, code] of [
+      [{ model: 'nope' }, 'unknown_model'],
+      [{ model: 'shelly-ht-gen1' }, 'model_not_for_integration'],
+      [{ kind: 'ttn', model: 'http-generic' }, 'model_not_for_integration'],
+      [{ kind: 'shelly', model: 'elsys-ers' }, 'model_not_for_integration'],
+    ] as const) {
+      const answer = await create(body);
+      expect([answer.status, answer.json.error.code]).toEqual([422, code]);
+    }
+    expect((await create({ model: 7 })).json.error.code).toBe('invalid_request');
   });
 
   it("keeps another account's integrations out of reach", async () => {
