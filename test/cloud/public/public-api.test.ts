@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { ManualClock } from '../../../cloud/src/clock.ts';
 import { formatMicros, formatSeconds } from '../../../shared/time.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
@@ -92,7 +92,10 @@ describe.each(DATABASES)('public API on %s', (db) => {
       ['lat above 90', { lat: 90.5 }, 'public.lat'],
       ['lat below -90', { lat: -91 }, 'public.lat'],
       ['lon above 180', { lon: 181 }, 'public.lon'],
+      ['lon below -180', { lon: -180.5 }, 'public.lon'],
+      ['a lat given as a string', { lat: '52.5' }, 'public.lat'],
       ['an empty nickname', { nickname: '' }, 'public.nickname'],
+      ['an empty location name', { location_name: '' }, 'public.location_name'],
       ['a nickname of 65 characters', { nickname: 'n'.repeat(65) }, 'public.nickname'],
       ['a location name of 65 characters', { location_name: 'é'.repeat(65) }, 'public.location_name'],
       ['an unknown field', { colour: 'red' }, 'public'],
@@ -360,6 +363,30 @@ describe.each(DATABASES)('public API on %s', (db) => {
       }
     });
 
+    it('leaves pins whose latest reading is older than 2 hours out of the boards of now', async () => {
+      const stale = await deviceWith(t, a.token, siteId, NOW - 2 * HOUR - MINUTE, [
+        { type: 'temperature', value: -60 },
+        { type: 'co2', value: 9000 },
+      ]);
+      await publish(t, a.token, stale.id, { nickname: 'Stale', location_name: 'Attic', lat: 60, lon: 10 });
+      try {
+        const pins = await get('/api/public/sensors?bbox=59,9,61,11');
+        expect(pins.json.map((p: { kind: string }) => p.kind).sort()).toEqual(['co2', 'temperature']);
+        for (const metric of ['coldest_now', 'hottest_now', 'highest_co2']) {
+          const rows = await board(metric);
+          expect({ metric, stale: rows.filter((r) => r.nickname === 'Stale') }).toEqual({
+            metric,
+            stale: [],
+          });
+        }
+        // Berlin's temperature, a minute old, is on them; the stale pins still count for the others.
+        expect((await board('coldest_now')).map((r) => r.nickname)).toContain('Kreuzberg roof');
+        expect((await board('longest_running')).map((r) => r.nickname)).toContain('Stale');
+      } finally {
+        await publish(t, a.token, stale.id, { enabled: false });
+      }
+    });
+
     it('shows the top 50 only', async () => {
       const many = await createDevice(t, a.token, siteId);
       for (let i = 0; i < 60; i += 30) {
@@ -416,15 +443,67 @@ describe.each(DATABASES)('public API on %s', (db) => {
       expect((await get(path, { 'if-none-match': '"other"' })).status).toBe(200);
     });
 
-    it('gives detail and readings an ETag too, and a new one when the answer changes', async () => {
+    it.each(['', '/readings?range=24h', '/readings?range=7d', '/readings?range=30d'])(
+      'answers the detail%s with Cache-Control and an ETag, and 304 to If-None-Match',
+      async (suffix) => {
+        const path = `/api/public/sensors/${sensorId('temperature')}${suffix}`;
+        const first = await get(path);
+        expect(first.status).toBe(200);
+        expect(first.headers.get('cache-control')).toBe('public, no-cache');
+        const etag = first.headers.get('etag')!;
+        expect(etag).toMatch(/^"[A-Za-z0-9_-]+"$/);
+        const again = await get(path, { 'if-none-match': etag });
+        expect({ status: again.status, text: again.text, etag: again.headers.get('etag') }).toEqual({
+          status: 304,
+          text: '',
+          etag,
+        });
+        expect(again.headers.get('access-control-allow-origin')).toBe('*');
+      },
+    );
+
+    it('gives the detail a new ETag when the answer changes', async () => {
       const path = `/api/public/sensors/${sensorId('temperature')}`;
       const before = await get(path);
-      expect((await get(`${path}/readings?range=7d`)).headers.get('etag')).toBeTruthy();
       await publish(t, a.token, berlin.id, { nickname: 'Kreuzberg roof (north)' });
       const after = await get(path, { 'if-none-match': before.headers.get('etag')! });
       expect(after.status).toBe(200);
       expect(after.json.nickname).toBe('Kreuzberg roof (north)');
       await publish(t, a.token, berlin.id, { nickname: 'Kreuzberg roof' });
+    });
+
+    it('answers a busy map from memory, reading the pins again at once when a device goes private', async () => {
+      const repository = t.cloud.services.publicRepository;
+      const pins = jest.spyOn(repository, 'pins');
+      try {
+        const paths = [
+          '/api/public/stats',
+          '/api/public/sensors',
+          '/api/public/sensors?kind=temperature',
+          '/api/public/sensors?bbox=40,0,60,20',
+          '/api/public/leaderboards?metric=hottest_now',
+          `/api/public/sensors/${sensorId('temperature')}`,
+        ];
+        const started = performance.now();
+        for (let i = 0; i < 60; i++) expect((await get(paths[i % paths.length]!)).status).toBe(200);
+        // All pins are one query, kept 5 s: 60 answers cost one read of the pins (more only if this
+        // loop outlasted the 5 s on a loaded machine).
+        const reads = pins.mock.calls.length;
+        expect(reads).toBeLessThanOrEqual(1 + Math.floor((performance.now() - started) / 5_000));
+        const privateNow = await t.http.patch(
+          `/v1/devices/${paris.id}`,
+          { public: { enabled: false } },
+          { token: a.token },
+        );
+        expect(privateNow.status).toBe(200);
+        const after = await get('/api/public/sensors');
+        expect(pins.mock.calls.length).toBeGreaterThan(reads);
+        expect(after.json.map((p: { nickname: string }) => p.nickname)).not.toContain('Balcony');
+        expect((await get('/api/public/stats')).json.locations).toBe(1);
+      } finally {
+        pins.mockRestore();
+        await publish(t, a.token, paris.id, {});
+      }
     });
 
     it('answers a CORS preflight for the flag endpoint', async () => {
@@ -476,6 +555,20 @@ describe.each(DATABASES)('public API on %s', (db) => {
         status: 400,
         code: 'invalid_request',
       });
+    });
+
+    it('answers 400 bad_json for a body that is not JSON, storing nothing', async () => {
+      const before = (await t.cloud.services.publicApi.flags({ all: true })).length;
+      const answer = await t.http.post(`/api/public/sensors/${sensorId('co2')}/report`, undefined, {
+        raw: '{"reason": ',
+        headers: { 'content-type': 'application/json' },
+      });
+      expect({ status: answer.status, code: answer.json.error.code }).toEqual({
+        status: 400,
+        code: 'bad_json',
+      });
+      expect(answer.json.error.request_id).toMatch(/^req_/);
+      expect(await t.cloud.services.publicApi.flags({ all: true })).toHaveLength(before);
     });
 
     it('answers 404 sensor_not_found for a sensor that is not public', async () => {
