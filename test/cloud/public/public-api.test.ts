@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { ManualClock } from '../../../cloud/src/clock.ts';
 import { formatMicros, formatSeconds } from '../../../shared/time.ts';
+import { eventually } from '../../helpers/eventually.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { createDevice, createSite, type CreatedDevice } from '../../helpers/fixtures.ts';
@@ -579,5 +580,55 @@ describe.each(DATABASES)('public API on %s', (db) => {
         code: 'sensor_not_found',
       });
     });
+  });
+
+  // Last: it changes Berlin's humidity, which the tests above count on.
+  describe('fresh values', () => {
+    it('shows a new reading within seconds, answering the kept pins while they are read again', async () => {
+      const path = `/api/public/sensors/${sensorId('humidity')}`;
+      const before = await get(path);
+      expect(before.json.value).toBe(45);
+      await ingest(t, berlin, NOW - 30_000_000, [{ type: 'humidity', value: 47 }]);
+      // The pins are kept 5 s; then the next request starts reading them again and is answered
+      // from the kept ones. The read is held here until the requests have been answered.
+      const repository = t.cloud.services.publicRepository;
+      const original = repository.pins.bind(repository);
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const pins = jest.spyOn(repository, 'pins').mockImplementation(async (db) => {
+        await held;
+        return original(db);
+      });
+      try {
+        await eventually(
+          async () => {
+            // Answered at once, from pins read before (45, or 47 if a read was under way at the ingest).
+            const answer = await get(path);
+            expect(answer.status).toBe(200);
+            expect([45, 47]).toContain(answer.json.value);
+            return pins.mock.calls.length > 0;
+          },
+          'a read of the pins after 5 s',
+          30_000,
+        );
+        // The read is still held: the request is answered all the same.
+        expect((await get(path)).status).toBe(200);
+        release();
+        const after = await eventually(
+          async () => {
+            const answer = await get(path, { 'if-none-match': before.headers.get('etag')! });
+            return answer.status === 200 && answer.json.value === 47 ? answer : null;
+          },
+          'the new humidity in the public detail',
+          30_000,
+        );
+        expect(after.json.ts).toBe(formatMicros(NOW - 30_000_000));
+      } finally {
+        release();
+        pins.mockRestore();
+      }
+      const pin = (await get('/api/public/sensors?bbox=52,13,53,14&kind=humidity')).json[0];
+      expect(pin).toMatchObject({ id: sensorId('humidity'), value: 47 });
+    }, 60_000);
   });
 });
