@@ -526,6 +526,11 @@ describe.each(DATABASES)('public API on %s', (db) => {
       const anonymous = await get('/api/public/stats');
       const withToken = await t.http.get('/api/public/stats', { token: a.token });
       expect(withToken.json).toEqual(anonymous.json);
+      const wrongToken = await t.http.get('/api/public/stats', { token: 'tok_wrong' });
+      expect({ status: wrongToken.status, body: wrongToken.json }).toEqual({
+        status: 200,
+        body: anonymous.json,
+      });
     });
   });
 
