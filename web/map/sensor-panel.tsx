@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { Chart } from './chart.tsx';
 import { formatTime, formatValue, KIND_NAMES } from './format.ts';
 import { publicApi, RANGES, type PinDetail, type Range, type Reading } from './public-api.ts';
@@ -11,6 +11,12 @@ export function SensorPanel(props: { id: string; onClose: () => void }) {
   const [range, setRange] = useState<Range>('24h');
   const [readings, setReadings] = useState<Reading[] | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const box = useRef<HTMLElement>(null);
+
+  // On a narrow screen the panel sits below the map: bring it into view when a sensor is chosen.
+  useEffect(() => {
+    box.current?.scrollIntoView({ block: 'nearest' });
+  }, [props.id]);
 
   useEffect(() => {
     let live = true;
@@ -39,7 +45,7 @@ export function SensorPanel(props: { id: string; onClose: () => void }) {
 
   const title = detail ? `${detail.nickname}` : 'Sensor';
   return (
-    <section class="panel sensor-panel" aria-labelledby="sensor-title">
+    <section class="panel sensor-panel" aria-labelledby="sensor-title" ref={box}>
       <div class="panel-head">
         <h2 id="sensor-title">{title}</h2>
         <button type="button" class="close" aria-label="Close the sensor" onClick={props.onClose}>

@@ -1,5 +1,5 @@
 import { geoNaturalEarth1, geoPath, geoGraticule10 } from 'd3-geo';
-import { useMemo, useRef, useState } from 'preact/hooks';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { feature } from 'topojson-client';
 import type { GeometryCollection } from 'topojson-specification';
 import land from 'world-atlas/land-110m.json';
@@ -9,6 +9,12 @@ import type { Pin } from './public-api.ts';
 const WIDTH = 960;
 const HEIGHT = 500;
 const MAX_ZOOM = 32;
+/** A pin's dot and the round area that takes its click or tap, in screen pixels at any zoom. */
+const PIN_PX = 5;
+const HIT_PX = 10;
+/** Pins' values are written beside them once the world is this many screen pixels wide. */
+const VALUES_WORLD_PX = 640;
+const VALUES_WORLD_PX_CROWDED = 3_000;
 
 /** The projection and the land outline, computed once: the world fits the SVG's viewBox. */
 const projection = geoNaturalEarth1().fitExtent(
@@ -40,8 +46,21 @@ export function WorldMap(props: { pins: Pin[]; selected: string | null; onSelect
   /** Whether the last press moved the map: its click then opens no pin. */
   const dragged = useRef(false);
   const svg = useRef<SVGSVGElement>(null);
+  /** The map's width on screen: pins, values and strokes are sized in screen pixels from it. */
+  const [screenWidth, setScreenWidth] = useState(WIDTH);
+  useEffect(() => {
+    const el = svg.current;
+    if (!el) return;
+    const measure = () => setScreenWidth(el.clientWidth || WIDTH);
+    measure();
+    const observer = new ResizeObserver(measure);
+    observer.observe(el);
+    return () => observer.disconnect();
+  }, []);
   const zoom = WIDTH / view.w;
   const h = view.w * (HEIGHT / WIDTH);
+  /** SVG user units per screen pixel at this zoom. */
+  const unit = view.w / screenWidth;
 
   /** Each pin's point, and its place in a ring around it when several sensors share a position. */
   const placed = useMemo(() => {
@@ -67,11 +86,12 @@ export function WorldMap(props: { pins: Pin[]; selected: string | null; onSelect
     setView(clamp({ x: cx - (cx - view.x) * k, y: cy - (cy - view.y) * k, w }));
   };
 
-  /** SVG user units per screen pixel. */
+  /** SVG user units per screen pixel, measured now (for pointer positions). */
   const scale = () => view.w / (svg.current?.clientWidth || WIDTH);
 
-  const r = 4.5 / zoom;
-  const showValues = zoom >= 4 || placed.length <= 60;
+  const r = PIN_PX * unit;
+  const worldPx = screenWidth * zoom;
+  const showValues = worldPx >= (placed.length <= 60 ? VALUES_WORLD_PX : VALUES_WORLD_PX_CROWDED);
   return (
     <div class="world">
       <div class="zoom" role="group" aria-label="Zoom">
@@ -131,8 +151,9 @@ export function WorldMap(props: { pins: Pin[]; selected: string | null; onSelect
         <path class="graticule" d={GRATICULE} style={{ strokeWidth: 0.5 / zoom }} />
         <path class="land" d={LAND} style={{ strokeWidth: 0.6 / zoom }} />
         {placed.map(({ pin, xy: [px, py], ring }) => {
-          const x = px + ring[0] * r * 1.8;
-          const y = py + ring[1] * r * 1.8;
+          // Sensors of one device sit in a ring, far enough apart that each dot's centre takes its own click.
+          const x = px + ring[0] * r * 2.2;
+          const y = py + ring[1] * r * 2.2;
           const label = `${pin.nickname}, ${pin.locationName}: ${KIND_NAMES[pin.kind]}${pin.label ? ` (${pin.label})` : ''} ${formatValue(pin.value, pin.unit)}`;
           const open = () => props.onSelect(pin.id);
           return (
@@ -155,9 +176,10 @@ export function WorldMap(props: { pins: Pin[]; selected: string | null; onSelect
               }}
             >
               <title>{label}</title>
-              <circle r={r} style={{ strokeWidth: 1.2 / zoom }} />
+              <circle class="hit" r={HIT_PX * unit} />
+              <circle class="dot" r={r} style={{ strokeWidth: 1.2 * unit }} />
               {showValues ? (
-                <text x={r * 1.5} y={r * 0.6} style={{ fontSize: `${11 / zoom}px`, strokeWidth: 3 / zoom }}>
+                <text x={r * 1.5} y={r * 0.6} style={{ fontSize: `${11 * unit}px`, strokeWidth: 3 * unit }}>
                   {formatValue(pin.value, pin.unit)}
                 </text>
               ) : null}

@@ -45,6 +45,11 @@ export const LEADERBOARD_SIZE = 50;
 const NOW_WINDOW = 2 * MICROS_PER_HOUR;
 /** How long the pins are reused before they are read again for fresh values (the epoch aside). */
 const PINS_TTL_MS = 5_000;
+/**
+ * Pins older than `PINS_TTL_MS` (of the current epoch) are still served while newer ones are read
+ * in the background, up to this age; older still (the reads failing or stuck), requests wait.
+ */
+const PINS_STALE_MAX_MS = 30_000;
 /** How long the boards that count readings or time are reused. */
 const SLOW_BOARD_TTL_MS = 60_000;
 /** Answers kept per process; the oldest goes first. */
@@ -53,6 +58,8 @@ const MAX_ANSWERS = 2_000;
 /** The pins at one moment, sorted by latitude for bbox searches. */
 interface Snapshot {
   epoch: number;
+  /** Grows with each load: answers made from the pins name the snapshot they were made from. */
+  generation: number;
   loadedAt: number;
   pins: PinRecord[];
   byId: Map<string, PinRecord>;
@@ -61,13 +68,17 @@ interface Snapshot {
 interface Entry extends CachedAnswer {
   /** The epoch of the pins it was made from: an entry of another epoch is never served. */
   epoch: number;
-  expiresAt: number;
+  /**
+   * `pins`: the answer is a function of the pins alone and lives exactly as long as the snapshot
+   * of this generation is served; a number: it lives until then (ms, `nowMs`) within its epoch.
+   */
+  until: { pins: number } | number;
 }
 
 /**
  * The answers of the public API, cached per process (docs/design/public-api.md). All pins are read
- * in one query and kept for `PINS_TTL_MS`; bbox, detail, stats and boards are computed from them,
- * serialised once and kept with their ETag. Each request first reads the public epoch (one row):
+ * together and kept for `PINS_TTL_MS` (then read again in the background while still answered);
+ * bbox, detail, stats and boards are computed from them, serialised once and kept with their ETag. Each request first reads the public epoch (one row):
  * when it moved (a device made private or deleted, a sensor hidden, on any replica) the pins and
  * every answer made from them are dropped before anything is answered, so nothing that stopped
  * being public is served again.
@@ -75,6 +86,7 @@ interface Entry extends CachedAnswer {
 export class PublicListing {
   private snapshot: Snapshot | null = null;
   private loading: Promise<Snapshot> | null = null;
+  private generations = 0;
   private readonly answers = new Map<string, Entry>();
 
   constructor(
@@ -103,7 +115,7 @@ export class PublicListing {
     const key = bbox
       ? `s:${bbox.south},${bbox.west},${bbox.north},${bbox.east}:${kind ?? ''}`
       : `s::${kind ?? ''}`;
-    return this.cached(snapshot, key, snapshot.loadedAt + PINS_TTL_MS, () =>
+    return this.cached(snapshot, key, () =>
       inBbox(snapshot.pins, bbox)
         .filter((p) => kind === null || p.kind === kind)
         .map(pinView),
@@ -114,7 +126,7 @@ export class PublicListing {
     const snapshot = await this.current();
     const pin = snapshot.byId.get(id);
     if (!pin) throw notFound('sensor');
-    return this.cached(snapshot, `d:${id}`, snapshot.loadedAt + PINS_TTL_MS, () => pinDetailView(pin));
+    return this.cached(snapshot, `d:${id}`, () => pinDetailView(pin));
   }
 
   /** Whether `id` is a public sensor now (the flag route answers 404 otherwise). */
@@ -140,7 +152,7 @@ export class PublicListing {
 
   async stats(): Promise<CachedAnswer> {
     const snapshot = await this.current();
-    return this.cached(snapshot, 'stats', snapshot.loadedAt + PINS_TTL_MS, () => {
+    return this.cached(snapshot, 'stats', () => {
       let lastUpdate: number | null = null;
       for (const p of snapshot.pins) if (lastUpdate === null || p.ts > lastUpdate) lastUpdate = p.ts;
       return {
@@ -164,7 +176,7 @@ export class PublicListing {
       .slice(0, LEADERBOARD_SIZE)
       .map((r, i) => ({ ...pinView(r.pin), rank: i + 1, metric: r.metric }));
     const slow = metric === 'active_24h' || metric === 'longest_running';
-    const until = slow ? this.nowMs() + SLOW_BOARD_TTL_MS : snapshot.loadedAt + PINS_TTL_MS;
+    const until = slow ? this.nowMs() + SLOW_BOARD_TTL_MS : { pins: snapshot.generation };
     return this.store(snapshot, key, until, rows);
   }
 
@@ -201,24 +213,43 @@ export class PublicListing {
   }
 
   /**
-   * The pins as of the current epoch: reused while the epoch has not moved and they are younger
-   * than `PINS_TTL_MS`, else read again (one read at a time; concurrent requests share it).
+   * The pins as of the current epoch. Of the current epoch and younger than `PINS_TTL_MS`, they
+   * are reused; older, they are still answered while newer ones are read in the background (up to
+   * `PINS_STALE_MAX_MS`), so no request waits for that read. Of another epoch (something stopped or
+   * started being public), they are never answered: the request waits for pins read after the
+   * change. One read at a time; concurrent requests share it.
    */
   private async current(): Promise<Snapshot> {
     const epoch = await this.deps.publicRepository.epoch(this.deps.db);
     const s = this.snapshot;
-    if (s && s.epoch === epoch && this.nowMs() < s.loadedAt + PINS_TTL_MS) return s;
+    if (s && s.epoch === epoch) {
+      const age = this.nowMs() - s.loadedAt;
+      if (age < PINS_TTL_MS) return s;
+      if (age < PINS_STALE_MAX_MS) {
+        void this.refresh(epoch);
+        return s;
+      }
+    }
     if (s && s.epoch !== epoch) this.invalidate();
     for (;;) {
-      if (!this.loading) {
-        this.loading = this.load(epoch).finally(() => {
-          this.loading = null;
-        });
-      }
-      const loaded = await this.loading;
+      const loaded = await this.refresh(epoch);
       // A load begun before the epoch moved may hold what is no longer public: read again.
       if (loaded.epoch >= epoch) return loaded;
     }
+  }
+
+  /** The read of the pins under way, or a new one at `epoch`. */
+  private refresh(epoch: number): Promise<Snapshot> {
+    if (!this.loading) {
+      const loading = this.load(epoch).finally(() => {
+        this.loading = null;
+      });
+      // Nobody may wait for a background read: its failure is logged here, and the next request
+      // past the stale limit reads again and gets the error.
+      loading.catch((err: unknown) => this.deps.log.warn({ err }, 'reading the public pins failed'));
+      this.loading = loading;
+    }
+    return this.loading;
   }
 
   private async load(epoch: number): Promise<Snapshot> {
@@ -227,6 +258,7 @@ export class PublicListing {
     pins.sort((a, b) => a.lat - b.lat);
     const snapshot: Snapshot = {
       epoch,
+      generation: ++this.generations,
       loadedAt: this.nowMs(),
       pins,
       byId: new Map(pins.map((p) => [p.id, p])),
@@ -235,22 +267,25 @@ export class PublicListing {
     return snapshot;
   }
 
-  private cached(snapshot: Snapshot, key: string, until: number, make: () => unknown): CachedAnswer {
-    return this.fresh(snapshot, key) ?? this.store(snapshot, key, until, make());
+  /** The answer `make` gives from the pins, made once per snapshot. */
+  private cached(snapshot: Snapshot, key: string, make: () => unknown): CachedAnswer {
+    return this.fresh(snapshot, key) ?? this.store(snapshot, key, { pins: snapshot.generation }, make());
   }
 
   private fresh(snapshot: Snapshot, key: string): CachedAnswer | null {
     const entry = this.answers.get(key);
     if (!entry) return null;
-    if (entry.epoch === snapshot.epoch && entry.expiresAt > this.nowMs()) return entry;
+    const live =
+      typeof entry.until === 'number' ? entry.until > this.nowMs() : entry.until.pins === snapshot.generation;
+    if (entry.epoch === snapshot.epoch && live) return entry;
     this.answers.delete(key);
     return null;
   }
 
   /** Keeps an answer made from `snapshot`, unless the epoch has moved on meanwhile. */
-  private store(snapshot: Snapshot, key: string, until: number, body: unknown): CachedAnswer {
+  private store(snapshot: Snapshot, key: string, until: Entry['until'], body: unknown): CachedAnswer {
     const json = JSON.stringify(body);
-    const entry: Entry = { json, etag: etagOf(json), epoch: snapshot.epoch, expiresAt: until };
+    const entry: Entry = { json, etag: etagOf(json), epoch: snapshot.epoch, until };
     if (this.snapshot !== null && this.snapshot.epoch > snapshot.epoch) return entry;
     if (this.answers.size >= MAX_ANSWERS) this.answers.delete(this.answers.keys().next().value!);
     this.answers.set(key, entry);

@@ -9,7 +9,8 @@ import { deviceWith, HOUR, ingest, MINUTE, publish, PUBLIC_ENV, sensorsOf } from
 /**
  * The public map (`/map`) in Debian's Chromium: pins appear for the public sensors only, a click on
  * a pin opens its detail and a chart of its readings, the ranges switch, the leaderboard and the
- * stats show, and the page has no serious accessibility violation. Screenshots go to
+ * stats show, pins stay tappable on a phone, nothing is loaded from another site (no tile server),
+ * and the page has no serious accessibility violation. Screenshots go to
  * test-output/screenshots/.
  */
 describe('the public map in Chromium', () => {
@@ -18,6 +19,7 @@ describe('the public map in Chromium', () => {
   let page: Page;
   let roofTemperature: string;
   const errors: string[] = [];
+  const external: string[] = [];
 
   beforeAll(async () => {
     t = await startTestCloud({ env: PUBLIC_ENV });
@@ -64,6 +66,10 @@ describe('the public map in Chromium', () => {
       if (m.type() === 'error') errors.push(m.text());
     });
     page.on('pageerror', (e) => errors.push(e.message));
+    // The page works with no internet: nothing it loads comes from anywhere but the cloud.
+    context.on('request', (r) => {
+      if (!r.url().startsWith(t.url)) external.push(r.url());
+    });
   });
   afterAll(async () => {
     await browser?.close();
@@ -90,7 +96,7 @@ describe('the public map in Chromium', () => {
   });
 
   it('opens a sensor on a click: its detail and a chart of its readings, for each range', async () => {
-    await page.locator(`[data-pin-id="${roofTemperature}"] circle`).click();
+    await page.locator(`[data-pin-id="${roofTemperature}"] .dot`).click();
     const panel = page.locator('.sensor-panel');
     await panel.locator('h2', { hasText: 'Kreuzberg roof' }).waitFor();
     await panel.locator('.chart canvas').waitFor();
@@ -119,8 +125,40 @@ describe('the public map in Chromium', () => {
     ]);
   });
 
-  it('has no serious accessibility violation and logs no error', async () => {
+  it('on a phone, draws pins large enough to tap, and a tap brings the sensor into view', async () => {
+    const phone = await newContext(browser, t.url, 'phone');
+    phone.on('request', (r) => {
+      if (!r.url().startsWith(t.url)) external.push(r.url());
+    });
+    try {
+      const small = await phone.newPage();
+      small.setDefaultTimeout(10_000);
+      small.on('pageerror', (e) => errors.push(e.message));
+      await small.goto('/map');
+      const pin = small.locator(`[data-pin-id="${roofTemperature}"]`);
+      await pin.waitFor();
+      const dot = (await pin.locator('.dot').boundingBox())!;
+      const hit = (await pin.locator('.hit').boundingBox())!;
+      // Screen pixels, whatever the map's width: a visible dot and a tap area of 20 px.
+      expect(dot.width).toBeGreaterThanOrEqual(9);
+      expect(hit.width).toBeGreaterThanOrEqual(19);
+      await pin.locator('.dot').click();
+      const panel = small.locator('.sensor-panel');
+      await panel.locator('h2', { hasText: 'Kreuzberg roof' }).waitFor();
+      await panel.locator('.chart canvas').waitFor();
+      await eventually(async () => {
+        const box = await panel.locator('h2').boundingBox();
+        return box !== null && box.y >= 0 && box.y + box.height <= 844;
+      }, 'the sensor panel scrolled into view');
+      await screenshot(small, 'map-phone-sensor');
+    } finally {
+      await phone.close();
+    }
+  });
+
+  it('has no serious accessibility violation, logs no error and loads nothing from elsewhere', async () => {
     expect(await axeViolations(page)).toEqual([]);
     expect(errors).toEqual([]);
+    expect(external).toEqual([]);
   });
 });

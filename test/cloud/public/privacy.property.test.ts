@@ -10,7 +10,7 @@ import { ingest, publish, PUBLIC_ENV, sensorsOf } from './public-helpers.ts';
  * devices (random kinds, public or not) go through random sequences of publish, unpublish, rename
  * and delete, while two cloud processes on one database answer public requests (and so cache
  * them). After every step both processes answer exactly the pins of the devices that are public
- * now, 404 for every other sensor, and no answer holds an id, token or name of the owner's beyond
+ * now, 404 for every other sensor, and no answer holds an id, token, name or note of the owner's beyond
  * the pin ids and what the owner published.
  */
 const KINDS = ['temperature', 'humidity', 'pressure', 'co2', 'battery', 'leak'] as const;
@@ -50,6 +50,9 @@ interface ModelDevice {
   deleted: boolean;
   /** What the owner published (may appear in answers). */
   nickname: string;
+  /** The device's name and notes in the owner's API (never in answers). */
+  privateName: string;
+  privateNotes: string;
 }
 
 describe.each(DATABASES)('privacy of the public API on %s', (db) => {
@@ -76,9 +79,9 @@ describe.each(DATABASES)('privacy of the public API on %s', (db) => {
   /** Strings of the owner's that no public answer may hold. */
   function secrets(): string[] {
     const out = [owner.accountId, owner.userId, owner.token, owner.email, owner.sessionId, siteId];
-    out.push('Home of Private Person');
+    out.push('Home of Private Person', 'Private rename');
     for (const m of model) {
-      out.push(m.device.id, m.device.local_id, m.device.ingest_token);
+      out.push(m.device.id, m.device.local_id, m.device.ingest_token, m.privateName, m.privateNotes);
       for (const s of m.sensors) out.push(s.channel_id);
     }
     return out;
@@ -128,7 +131,10 @@ describe.each(DATABASES)('privacy of the public API on %s', (db) => {
       fc.asyncProperty(world, async ({ devices, ops }) => {
         const run: ModelDevice[] = [];
         for (const spec of devices) {
-          const device = await createDevice(one, owner.token, siteId);
+          const device = await createDevice(one, owner.token, siteId, {
+            name: `Private name ${counter + 1}`,
+            notes: `Private notes ${counter + 1}`,
+          });
           await ingest(
             one,
             device,
@@ -141,6 +147,8 @@ describe.each(DATABASES)('privacy of the public API on %s', (db) => {
             public: false,
             deleted: false,
             nickname: `nick ${++counter}`,
+            privateName: `Private name ${counter}`,
+            privateNotes: `Private notes ${counter}`,
           };
           if (spec.public) {
             await publish(one, owner.token, device.id, {
@@ -187,7 +195,7 @@ describe.each(DATABASES)('privacy of the public API on %s', (db) => {
             // A change of something else keeps the device's public state as it was.
             const answer = await via.http.patch(
               `/v1/devices/${m.device.id}`,
-              { name: 'Renamed' },
+              { name: `Private rename ${counter}` },
               { token: owner.token },
             );
             expect(answer.json.public?.enabled ?? false).toBe(m.public);

@@ -1,6 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { ManualClock } from '../../../cloud/src/clock.ts';
 import { formatMicros, formatSeconds } from '../../../shared/time.ts';
+import { eventually } from '../../helpers/eventually.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { createDevice, createSite, type CreatedDevice } from '../../helpers/fixtures.ts';
@@ -92,7 +93,10 @@ describe.each(DATABASES)('public API on %s', (db) => {
       ['lat above 90', { lat: 90.5 }, 'public.lat'],
       ['lat below -90', { lat: -91 }, 'public.lat'],
       ['lon above 180', { lon: 181 }, 'public.lon'],
+      ['lon below -180', { lon: -180.5 }, 'public.lon'],
+      ['a lat given as a string', { lat: '52.5' }, 'public.lat'],
       ['an empty nickname', { nickname: '' }, 'public.nickname'],
+      ['an empty location name', { location_name: '' }, 'public.location_name'],
       ['a nickname of 65 characters', { nickname: 'n'.repeat(65) }, 'public.nickname'],
       ['a location name of 65 characters', { location_name: 'é'.repeat(65) }, 'public.location_name'],
       ['an unknown field', { colour: 'red' }, 'public'],
@@ -360,6 +364,30 @@ describe.each(DATABASES)('public API on %s', (db) => {
       }
     });
 
+    it('leaves pins whose latest reading is older than 2 hours out of the boards of now', async () => {
+      const stale = await deviceWith(t, a.token, siteId, NOW - 2 * HOUR - MINUTE, [
+        { type: 'temperature', value: -60 },
+        { type: 'co2', value: 9000 },
+      ]);
+      await publish(t, a.token, stale.id, { nickname: 'Stale', location_name: 'Attic', lat: 60, lon: 10 });
+      try {
+        const pins = await get('/api/public/sensors?bbox=59,9,61,11');
+        expect(pins.json.map((p: { kind: string }) => p.kind).sort()).toEqual(['co2', 'temperature']);
+        for (const metric of ['coldest_now', 'hottest_now', 'highest_co2']) {
+          const rows = await board(metric);
+          expect({ metric, stale: rows.filter((r) => r.nickname === 'Stale') }).toEqual({
+            metric,
+            stale: [],
+          });
+        }
+        // Berlin's temperature, a minute old, is on them; the stale pins still count for the others.
+        expect((await board('coldest_now')).map((r) => r.nickname)).toContain('Kreuzberg roof');
+        expect((await board('longest_running')).map((r) => r.nickname)).toContain('Stale');
+      } finally {
+        await publish(t, a.token, stale.id, { enabled: false });
+      }
+    });
+
     it('shows the top 50 only', async () => {
       const many = await createDevice(t, a.token, siteId);
       for (let i = 0; i < 60; i += 30) {
@@ -416,15 +444,67 @@ describe.each(DATABASES)('public API on %s', (db) => {
       expect((await get(path, { 'if-none-match': '"other"' })).status).toBe(200);
     });
 
-    it('gives detail and readings an ETag too, and a new one when the answer changes', async () => {
+    it.each(['', '/readings?range=24h', '/readings?range=7d', '/readings?range=30d'])(
+      'answers the detail%s with Cache-Control and an ETag, and 304 to If-None-Match',
+      async (suffix) => {
+        const path = `/api/public/sensors/${sensorId('temperature')}${suffix}`;
+        const first = await get(path);
+        expect(first.status).toBe(200);
+        expect(first.headers.get('cache-control')).toBe('public, no-cache');
+        const etag = first.headers.get('etag')!;
+        expect(etag).toMatch(/^"[A-Za-z0-9_-]+"$/);
+        const again = await get(path, { 'if-none-match': etag });
+        expect({ status: again.status, text: again.text, etag: again.headers.get('etag') }).toEqual({
+          status: 304,
+          text: '',
+          etag,
+        });
+        expect(again.headers.get('access-control-allow-origin')).toBe('*');
+      },
+    );
+
+    it('gives the detail a new ETag when the answer changes', async () => {
       const path = `/api/public/sensors/${sensorId('temperature')}`;
       const before = await get(path);
-      expect((await get(`${path}/readings?range=7d`)).headers.get('etag')).toBeTruthy();
       await publish(t, a.token, berlin.id, { nickname: 'Kreuzberg roof (north)' });
       const after = await get(path, { 'if-none-match': before.headers.get('etag')! });
       expect(after.status).toBe(200);
       expect(after.json.nickname).toBe('Kreuzberg roof (north)');
       await publish(t, a.token, berlin.id, { nickname: 'Kreuzberg roof' });
+    });
+
+    it('answers a busy map from memory, reading the pins again at once when a device goes private', async () => {
+      const repository = t.cloud.services.publicRepository;
+      const pins = jest.spyOn(repository, 'pins');
+      try {
+        const paths = [
+          '/api/public/stats',
+          '/api/public/sensors',
+          '/api/public/sensors?kind=temperature',
+          '/api/public/sensors?bbox=40,0,60,20',
+          '/api/public/leaderboards?metric=hottest_now',
+          `/api/public/sensors/${sensorId('temperature')}`,
+        ];
+        const started = performance.now();
+        for (let i = 0; i < 60; i++) expect((await get(paths[i % paths.length]!)).status).toBe(200);
+        // All pins are one query, kept 5 s: 60 answers cost one read of the pins (more only if this
+        // loop outlasted the 5 s on a loaded machine).
+        const reads = pins.mock.calls.length;
+        expect(reads).toBeLessThanOrEqual(1 + Math.floor((performance.now() - started) / 5_000));
+        const privateNow = await t.http.patch(
+          `/v1/devices/${paris.id}`,
+          { public: { enabled: false } },
+          { token: a.token },
+        );
+        expect(privateNow.status).toBe(200);
+        const after = await get('/api/public/sensors');
+        expect(pins.mock.calls.length).toBeGreaterThan(reads);
+        expect(after.json.map((p: { nickname: string }) => p.nickname)).not.toContain('Balcony');
+        expect((await get('/api/public/stats')).json.locations).toBe(1);
+      } finally {
+        pins.mockRestore();
+        await publish(t, a.token, paris.id, {});
+      }
     });
 
     it('answers a CORS preflight for the flag endpoint', async () => {
@@ -446,6 +526,11 @@ describe.each(DATABASES)('public API on %s', (db) => {
       const anonymous = await get('/api/public/stats');
       const withToken = await t.http.get('/api/public/stats', { token: a.token });
       expect(withToken.json).toEqual(anonymous.json);
+      const wrongToken = await t.http.get('/api/public/stats', { token: 'tok_wrong' });
+      expect({ status: wrongToken.status, body: wrongToken.json }).toEqual({
+        status: 200,
+        body: anonymous.json,
+      });
     });
   });
 
@@ -478,6 +563,20 @@ describe.each(DATABASES)('public API on %s', (db) => {
       });
     });
 
+    it('answers 400 bad_json for a body that is not JSON, storing nothing', async () => {
+      const before = (await t.cloud.services.publicApi.flags({ all: true })).length;
+      const answer = await t.http.post(`/api/public/sensors/${sensorId('co2')}/report`, undefined, {
+        raw: '{"reason": ',
+        headers: { 'content-type': 'application/json' },
+      });
+      expect({ status: answer.status, code: answer.json.error.code }).toEqual({
+        status: 400,
+        code: 'bad_json',
+      });
+      expect(answer.json.error.request_id).toMatch(/^req_/);
+      expect(await t.cloud.services.publicApi.flags({ all: true })).toHaveLength(before);
+    });
+
     it('answers 404 sensor_not_found for a sensor that is not public', async () => {
       const privateSensor = (await sensorsOf(t, a.token, hidden.id))[0]!.id;
       const answer = await t.http.post(`/api/public/sensors/${privateSensor}/report`, { reason: 'spam' });
@@ -486,5 +585,55 @@ describe.each(DATABASES)('public API on %s', (db) => {
         code: 'sensor_not_found',
       });
     });
+  });
+
+  // Last: it changes Berlin's humidity, which the tests above count on.
+  describe('fresh values', () => {
+    it('shows a new reading within seconds, answering the kept pins while they are read again', async () => {
+      const path = `/api/public/sensors/${sensorId('humidity')}`;
+      const before = await get(path);
+      expect(before.json.value).toBe(45);
+      await ingest(t, berlin, NOW - 30_000_000, [{ type: 'humidity', value: 47 }]);
+      // The pins are kept 5 s; then the next request starts reading them again and is answered
+      // from the kept ones. The read is held here until the requests have been answered.
+      const repository = t.cloud.services.publicRepository;
+      const original = repository.pins.bind(repository);
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const pins = jest.spyOn(repository, 'pins').mockImplementation(async (db) => {
+        await held;
+        return original(db);
+      });
+      try {
+        await eventually(
+          async () => {
+            // Answered at once, from pins read before (45, or 47 if a read was under way at the ingest).
+            const answer = await get(path);
+            expect(answer.status).toBe(200);
+            expect([45, 47]).toContain(answer.json.value);
+            return pins.mock.calls.length > 0;
+          },
+          'a read of the pins after 5 s',
+          30_000,
+        );
+        // The read is still held: the request is answered all the same.
+        expect((await get(path)).status).toBe(200);
+        release();
+        const after = await eventually(
+          async () => {
+            const answer = await get(path, { 'if-none-match': before.headers.get('etag')! });
+            return answer.status === 200 && answer.json.value === 47 ? answer : null;
+          },
+          'the new humidity in the public detail',
+          30_000,
+        );
+        expect(after.json.ts).toBe(formatMicros(NOW - 30_000_000));
+      } finally {
+        release();
+        pins.mockRestore();
+      }
+      const pin = (await get('/api/public/sensors?bbox=52,13,53,14&kind=humidity')).json[0];
+      expect(pin).toMatchObject({ id: sensorId('humidity'), value: 47 });
+    }, 60_000);
   });
 });

@@ -73,6 +73,21 @@ describe.each(DATABASES)('public API limits on %s', (db) => {
     expect(remaining).toEqual(['599', '598', '597']);
   });
 
+  it('behind a trusted proxy, counts the address the proxy saw: addresses a client prepends buy nothing', async () => {
+    // The proxy appends the peer it saw; whatever the client wrote before it is not believed.
+    await start({ TRUST_PROXY: '127.0.0.1' });
+    const remaining: (string | null)[] = [];
+    for (const chain of ['203.0.113.9', '10.1.1.1, 203.0.113.9', '198.51.100.77, 203.0.113.9']) {
+      remaining.push(
+        (await t.http.get('/api/public/stats', from(chain))).headers.get('x-ratelimit-remaining'),
+      );
+    }
+    expect(remaining).toEqual(['599', '598', '597']);
+    // Another client behind the same proxy has its own budget.
+    const other = await t.http.get('/api/public/stats', from('203.0.113.10'));
+    expect(other.headers.get('x-ratelimit-remaining')).toBe('599');
+  });
+
   it('takes 10 flags an hour per client address, then answers 429 with Retry-After', async () => {
     const clock = await start({ TRUST_PROXY: 'loopback' });
     const owner = await signUp(t, 'owner@example.com');
