@@ -182,9 +182,8 @@ export function deviceRoutes(s: DeviceRoutesDeps): RouteDef[] {
       errors: ['device_not_found'],
       handler: async (req) => {
         const id = param(req, 'device_id');
-        await devices.delete(userOf(req.ctx), id);
-        // Its pins leave the public API's caches on every replica.
-        await publicApi.deviceRemoved(id);
+        // Its pins leave the public API's caches on every replica, in the delete's transaction.
+        await devices.delete(userOf(req.ctx), id, (trx) => publicApi.deviceRemoved(id, trx));
         return { status: 204 };
       },
     },

@@ -124,7 +124,11 @@ export class DevicesService {
   }
 
   /** Deletes the device and revokes its token; its measurements stay until retention. */
-  async delete(by: UserPrincipal, id: string): Promise<void> {
+  /**
+   * Deletes a device. `alsoInTransaction` runs in the same transaction (the public API's epoch), so
+   * what depends on the device being there changes with it or not at all.
+   */
+  async delete(by: UserPrincipal, id: string, alsoInTransaction?: (trx: Db) => Promise<void>): Promise<void> {
     const { db, clock, devices, audit } = this.deps;
     await db.transaction().execute(async (trx) => {
       const device = await devices.find(trx, by.accountId, id);
@@ -139,6 +143,7 @@ export class DevicesService {
         details: { site_id: device.site_id, local_id: device.local_id },
         ts: now,
       });
+      await alsoInTransaction?.(trx);
     });
   }
 

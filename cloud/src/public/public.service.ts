@@ -99,11 +99,14 @@ export class PublicService {
     return row;
   }
 
-  /** A device is gone (deleted): if it was public, every cached answer that may show it is stale. */
-  async deviceRemoved(deviceId: string): Promise<void> {
-    const settings = await this.deps.publicRepository.settings(this.deps.db, deviceId);
+  /**
+   * A device is gone (deleted, in `trx`): if it was public, every cached answer that may show it is
+   * stale. This process forgets its own answers at once; a replica sees the epoch at its next request.
+   */
+  async deviceRemoved(deviceId: string, trx: Db): Promise<void> {
+    const settings = await this.deps.publicRepository.settings(trx, deviceId);
     if (settings?.enabled !== 1) return;
-    await this.deps.publicRepository.bumpEpoch(this.deps.db);
+    await this.deps.publicRepository.bumpEpoch(trx);
     this.deps.onChange();
   }
 
