@@ -195,6 +195,71 @@ describe('alert evaluator', () => {
     );
   });
 
+  it('opens at most one alarm for one crossing of any bound, with any delay and sampling', () => {
+    // each case: the condition, a value that crosses its bound, the band within its hysteresis
+    // (still on, never a start), and a value back past the hysteresis
+    const cases = [
+      {
+        condition: { type: 'above', value: 8, hysteresis: 0.5 },
+        cross: 8.5,
+        band: [7.51, 8],
+        back: 7,
+      },
+      {
+        condition: { type: 'below', value: 0, hysteresis: 0.5 },
+        cross: -0.5,
+        band: [0, 0.49],
+        back: 1,
+      },
+      {
+        condition: { type: 'outside', min: 0, max: 8, hysteresis: 0.5 },
+        cross: 8.5,
+        band: [7.51, 8],
+        back: 4,
+      },
+      {
+        condition: { type: 'outside', min: 0, max: 8, hysteresis: 0.5 },
+        cross: -0.5,
+        band: [0, 0.49],
+        back: 4,
+      },
+    ] as const;
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...cases),
+        fc.integer({ min: 0, max: 30 }),
+        fc.array(
+          fc.record({
+            gapMin: fc.integer({ min: 1, max: 10 }),
+            at: fc.double({ min: 0, max: 1, noNaN: true }),
+          }),
+          {
+            maxLength: 30,
+          },
+        ),
+        fc.integer({ min: 1, max: 10 }),
+        (c, delay, hover, lastGap) => {
+          const rule = [{ ...c.condition, delay_min: delay, severity: 'warning' }] as Condition[];
+          const versions: Version[] = [{ validFrom: T0, conditions: rule, schedule: null }];
+          const [lo, hi] = c.band;
+          let ts = T0 + MINUTE;
+          const samples: Sample[] = [
+            { ts, value: c.back },
+            { ts: (ts += MINUTE), value: c.cross },
+          ];
+          const crossedAt = ts;
+          for (const h of hover)
+            samples.push({ ts: (ts += h.gapMin * MINUTE), value: lo + (hi - lo) * h.at });
+          samples.push({ ts: (ts += lastGap * MINUTE), value: c.back });
+          const alerts = deriveAlerts(versions, samples, ts + 60 * MINUTE);
+          expect(alerts).toHaveLength(crossedAt + delay * MINUTE < ts ? 1 : 0);
+          for (const a of alerts) expect([a.startedAt, a.endedAt]).toEqual([crossedAt, ts]);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
   it('never opens an alarm outside the schedule windows', () => {
     const window = fc.record({
       days: fc.subarray(['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'] as const, { minLength: 1 }),
