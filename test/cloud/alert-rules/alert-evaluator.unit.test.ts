@@ -66,12 +66,18 @@ const key = (a: DerivedAlert) => `${a.versionFrom}:${a.cond}:${a.startedAt}`;
 const sorted = (list: DerivedAlert[]) => [...list].sort((a, b) => (key(a) < key(b) ? -1 : 1));
 
 /** The engine's loop over an in-memory store: deliver batches, evaluate after each. */
-function deliver(versions: Version[], batches: Sample[][], now: number): DerivedAlert[] {
+function deliver(
+  versions: Version[] | ((batch: number) => Version[]),
+  batches: Sample[][],
+  now: number,
+): DerivedAlert[] {
+  const timelineAt = typeof versions === 'function' ? versions : () => versions;
   const stored = new Map<number, number>();
   let tracker: Tracker | null = null;
   let events: StoredAlert[] = [];
   let nextId = 0;
-  for (const batch of batches) {
+  for (const [i, batch] of batches.entries()) {
+    const versions = timelineAt(i);
     for (const s of batch) stored.set(s.ts, s.value);
     const markFrom = batch.length ? Math.min(...batch.map((s) => s.ts)) : null;
     const plan = planStart(tracker, versions, markFrom);
@@ -173,6 +179,36 @@ describe('alert evaluator', () => {
         },
       ),
       { numRuns: 200 },
+    );
+  });
+
+  it('gives the same events when the timeline gains a boundary in the past between deliveries (a device moved)', () => {
+    fc.assert(
+      fc.property(
+        series,
+        fc.array(fc.nat(), { minLength: 1, maxLength: 40 }),
+        fc.integer({ min: 0, max: 40 }),
+        fc.integer({ min: 1, max: 600 }),
+        fc.option(fc.integer({ min: 1, max: 600 })),
+        (samples, cuts, movedAfter, leaveMin, backMin) => {
+          const before: Version[] = [{ validFrom: T0, conditions, schedule: null }];
+          // the device leaves the rule's site, and perhaps comes back later
+          const after: Version[] = [
+            ...before,
+            { validFrom: T0 + leaveMin * MINUTE, conditions: null, schedule: null },
+            ...(backMin === null
+              ? []
+              : [{ validFrom: T0 + (leaveMin + backMin) * MINUTE, conditions, schedule: null }]),
+          ];
+          const now = samples[samples.length - 1]!.ts + 30 * MINUTE;
+          const expected = sorted(deriveAlerts(after, samples, now));
+          const delivered = batches(samples, cuts);
+          const timeline = (i: number) => (i < Math.min(movedAfter, delivered.length) ? before : after);
+          // an empty batch after the last one: the move's own evaluation, without new data
+          expect(sorted(deliver(timeline, [...delivered, []], now))).toEqual(expected);
+        },
+      ),
+      { numRuns: 300 },
     );
   });
 

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { DATABASES } from '../../helpers/databases.ts';
+import { createSite } from '../../helpers/fixtures.ts';
 import { at, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
 
 /**
@@ -111,4 +112,100 @@ describe.each(DATABASES)('alert rules changed over time on %s', (db) => {
     ]);
     expect(late).toEqual(inOrder);
   });
+});
+
+/**
+ * A rule on every channel of a kind on a site judges a measurement by the site its device was on at
+ * the measurement's `ts` (docs/api/resources.md, device moves): a move ends the old site's alarm
+ * at `effective_at` and the new site's rule judges from then, whether the move is recorded ahead of
+ * time, at its time, or afterwards with the data arriving late.
+ */
+describe.each(DATABASES)('alert rules of a site and device moves on %s', (db) => {
+  let w: RulesWorld;
+  afterEach(async () => w?.t.stop());
+
+  async function settle() {
+    await w.t.cloud.services.rules.drain();
+    await w.t.cloud.services.alertEngine.drain();
+    await w.t.cloud.services.jobs.drain();
+  }
+
+  async function run(order: 'moved ahead of time' | 'in order' | 'moved afterwards, data late') {
+    w = await rulesWorld(db);
+    await w.send(T0, 5);
+    await settle();
+    const siteB = (await createSite(w.t, w.user.token, { name: 'Store B', vertical: 'food_service' })).id;
+    const rule = async (siteId: string, severity: string) => {
+      const answer = await w.t.http.post(
+        '/v1/alert-rules',
+        {
+          name: `Fridges ${severity}`,
+          site_id: siteId,
+          kind: 'temperature',
+          conditions: [{ type: 'above', value: 8, severity }],
+        },
+        { token: w.user.token },
+      );
+      expect(answer.status).toBe(201);
+      return answer.json.id as string;
+    };
+    const onA = await rule(w.siteId, 'warning');
+    const onB = await rule(siteB, 'critical');
+    const move = async () => {
+      const answer = await w.t.http.post(
+        `/v1/devices/${w.device.id}/move`,
+        { to_site_id: siteB, effective_at: at(T0 + 10 * MINUTE) },
+        { token: w.user.token },
+      );
+      expect(answer.status).toBe(200);
+      await settle();
+    };
+    const read = async (minute: number, value: number) => {
+      w.clock.set(Math.max(w.clock.nowMicros(), T0 + minute * MINUTE));
+      await w.send(T0 + minute * MINUTE, value);
+      await settle();
+    };
+    if (order === 'moved ahead of time') {
+      await move(); // pending until 10:10, applied by its job
+      await read(1, 9);
+      await read(5, 9.2);
+      w.clock.set(T0 + 10 * MINUTE);
+      await settle();
+      await read(20, 9.5);
+      await read(40, 3);
+    } else if (order === 'in order') {
+      await read(1, 9);
+      await read(5, 9.2);
+      w.clock.set(T0 + 10 * MINUTE);
+      await move();
+      await read(20, 9.5);
+      await read(40, 3);
+    } else {
+      await read(1, 9);
+      w.clock.set(T0 + 30 * MINUTE);
+      await move();
+      await read(40, 3);
+      await read(20, 9.5);
+      await read(5, 9.2);
+    }
+    expect((await w.t.http.get(`/v1/devices/${w.device.id}`, { token: w.user.token })).json.site_id).toBe(
+      siteB,
+    );
+    const view = (e: any) => [e.site_id, e.severity, e.state, e.started_at, e.ended_at, e.peak_value];
+    return {
+      a: (await w.events(`?rule_id=${onA}`)).map(view),
+      b: (await w.events(`?rule_id=${onB}`)).map(view),
+      siteA: w.siteId,
+      siteB,
+    };
+  }
+
+  it.each(['moved ahead of time', 'in order', 'moved afterwards, data late'] as const)(
+    'judges each measurement by the rule of the site the device was on at its ts (%s)',
+    async (order) => {
+      const { a, b, siteA, siteB } = await run(order);
+      expect(a).toEqual([[siteA, 'warning', 'resolved', at(T0 + MINUTE), at(T0 + 10 * MINUTE), 9.2]]);
+      expect(b).toEqual([[siteB, 'critical', 'resolved', at(T0 + 20 * MINUTE), at(T0 + 40 * MINUTE), 9.5]]);
+    },
+  );
 });
