@@ -52,6 +52,14 @@ export function buildAlertRules(deps: {
   });
   rules.follow(alertEngine);
   deviceMoves.follow(alertEngine);
-  const alertRules = new AlertRulesService({ db, clock, repository, sites, audit, listener: alertEngine });
+  const alertRules = new AlertRulesService({
+    db,
+    clock,
+    repository,
+    sites,
+    audit,
+    listener: alertEngine,
+    allowPrivateTargets: config.webhookAllowPrivate,
+  });
   return { alertRules, alertEngine };
 }

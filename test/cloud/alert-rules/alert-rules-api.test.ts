@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
+import { signUp } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { auditOf } from '../../helpers/fixtures.ts';
 import { at, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
@@ -88,6 +89,57 @@ describe.each(DATABASES)('alert rule routes on %s', (db) => {
     expect((await w.t.http.get('/v1/alert-rules', { token: w.user.token })).json.data).toEqual([]);
   });
 
+  it("refuses targets that are not the account's or not public: users, webhooks, chat URLs", async () => {
+    w = await rulesWorld(db);
+    const channel = await send(T0, 3);
+    const other = await signUp(w.t, 'other@example.com');
+    const hook = await w.t.http.post(
+      '/v1/webhooks',
+      { url: 'https://8.8.8.8/hook', events: ['alarm.opened'] },
+      { token: other.token },
+    );
+    expect(hook.status).toBe(201);
+    const withStep = (step: Record<string, unknown>) => ({
+      ...ruleOn(channel),
+      notify: { steps: [{ after_min: 0, ...step }] },
+    });
+    const post = (body: unknown) => w.t.http.post('/v1/alert-rules', body, { token: w.user.token });
+    const refused = async (body: unknown, status: number, code: string) => {
+      const answer = await post(body);
+      expect([answer.status, answer.json.error?.code]).toEqual([status, code]);
+      expect(answer.json.error.message).toEqual(expect.any(String));
+    };
+    for (const id of ['usr_nobody', other.userId])
+      await refused(withStep({ user_ids: [w.user.userId, id] }), 404, 'user_not_found');
+    for (const id of ['wh_nobody', hook.json.id])
+      await refused(withStep({ webhook_ids: [id] }), 404, 'webhook_not_found');
+    for (const url of ['http://127.0.0.1:9/hook', 'https://10.1.2.3/services/T/B/x', 'http://[::1]/x'])
+      await refused(withStep({ chat: [{ type: 'slack', url }] }), 422, 'invalid_webhook_url');
+    await refused(
+      withStep({ chat: [{ type: 'ntfy', url: 'ftp://ntfy.example.com/t' }] }),
+      400,
+      'invalid_request',
+    );
+    await refused(
+      withStep({ chat: [{ type: 'discord', url: 'https://8.8.8.8/x' }] }),
+      400,
+      'invalid_request',
+    );
+
+    const created = await post(withStep({ chat: [{ type: 'teams', url: 'https://8.8.8.8/workflows/x' }] }));
+    expect(created.status).toBe(201);
+    const patch = await w.t.http.patch(
+      `/v1/alert-rules/${created.json.id}`,
+      { notify: { steps: [{ after_min: 0, chat: [{ type: 'ntfy', url: 'http://192.168.1.10/alarms' }] }] } },
+      { token: w.user.token },
+    );
+    expect([patch.status, patch.json.error.code]).toEqual([422, 'invalid_webhook_url']);
+    expect((await w.t.http.get(`/v1/alert-rules/${created.json.id}`, { token: w.user.token })).json).toEqual(
+      created.json,
+    );
+    expect((await w.t.http.get('/v1/alert-rules', { token: w.user.token })).json.data).toHaveLength(1);
+  });
+
   it('audit-logs each change with the rule before and after', async () => {
     w = await rulesWorld(db);
     const channel = await send(T0, 3);
@@ -124,6 +176,7 @@ describe.each(DATABASES)('alert rule routes on %s', (db) => {
     for (const op of [one.get, one.patch, one.delete])
       expect(op.responses['404'].description).toContain('alert_rule_not_found');
     expect(collection.post.responses['422'].description).toContain('invalid_range');
+    expect(collection.post.responses['422'].description).toContain('invalid_webhook_url');
 
     const text = JSON.stringify(collection.post.requestBody.content['application/json'].schema);
     for (const type of ['above', 'below', 'outside', 'no_data', 'rate_of_change'])
