@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import fs from 'node:fs';
 import path from 'node:path';
 import { ManualClock } from '../../../cloud/src/clock.ts';
+import type { JobRow } from '../../../cloud/src/jobs/job-queue.ts';
 import { startTestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { eventually } from '../../helpers/eventually.ts';
@@ -164,6 +165,40 @@ describe.each(DATABASES)('alert-rule notifications on %s', (db) => {
       tags: ['white_check_mark'],
     });
     expect(received).toHaveLength(6);
+  });
+
+  it('sends the "Resolved" notice once when a stalled run of its job wakes up after another run finished it', async () => {
+    w = await rulesWorld(db);
+    const channel = await send(T0, 3);
+    const rule = await w.t.http.post(
+      '/v1/alert-rules',
+      {
+        name: 'Fridge',
+        channel_ids: [channel],
+        conditions: [{ type: 'above', value: 8, severity: 'critical' }],
+        notify: { steps: [{ after_min: 0, user_ids: [w.user.userId] }] },
+      },
+      { token: w.user.token },
+    );
+    expect(rule.status).toBe(201);
+    await send(T0 + MINUTE, 9);
+    await send(T0 + 10 * MINUTE, 3);
+    const subjects = async () =>
+      (await w.outbox())
+        .map((m) => /^Subject: (.*)$/m.exec(m)?.[1] ?? '')
+        .filter((s) => /^Resolved: /.test(s));
+    expect(await subjects()).toHaveLength(1);
+    const job = await w.t.cloud.services.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('kind', '=', 'alert.resolved')
+      .executeTakeFirstOrThrow();
+    expect(job.done_at).not.toBeNull();
+    // The run that finished it was the second claim of this job; the first claimant, stalled past
+    // its claim, now runs the job as it claimed it (not yet done).
+    const queue = w.t.cloud.services.jobs as unknown as { execute(job: JobRow): Promise<void> };
+    await queue.execute({ ...job, done_at: null });
+    expect(await subjects()).toHaveLength(1);
   });
 
   it('sends an escalation step once when copies of its job run together, on two cloud processes on PostgreSQL', async () => {
