@@ -27,6 +27,29 @@ export interface Tracker {
   state: State;
   /** Earlier states, oldest first, each strictly before the next. */
   checkpoints: State[];
+  /** The timeline the states were derived under (`timelineOf`); absent in trackers saved before it. */
+  timeline?: TimelineKey;
+}
+
+/** A timeline as its boundaries and whether the rule applies from each (versions never change). */
+export type TimelineKey = [validFrom: number, applies: boolean][];
+
+export function timelineOf(versions: readonly Version[]): TimelineKey {
+  return versions.map((v) => [v.validFrom, v.conditions !== null]);
+}
+
+/**
+ * The earliest time from which two timelines judge differently (a device moved between sites in
+ * the past splits a version where its site changes), or null when they are the same.
+ */
+export function timelineChange(before: TimelineKey, after: TimelineKey): number | null {
+  for (let i = 0; i < Math.max(before.length, after.length); i++) {
+    const a = before[i];
+    const b = after[i];
+    if (a && b && a[0] === b[0] && a[1] === b[1]) continue;
+    return Math.min(a?.[0] ?? Infinity, b?.[0] ?? Infinity);
+  }
+  return null;
 }
 
 /** Checkpoints kept per (rule, channel). */
@@ -73,6 +96,10 @@ export function planStart(
   // start over from the beginning
   const known = new Set(versions.map((v) => v.validFrom));
   if (tracker && !known.has(tracker.state.versionFrom)) tracker = null;
+  // a timeline that changed since the tracker was saved: what it judged from the change on is
+  // judged again, like data that arrived late from then
+  const changed = tracker?.timeline ? timelineChange(tracker.timeline, timelineOf(versions)) : null;
+  if (changed !== null) markFrom = markFrom === null ? changed : Math.min(markFrom, changed);
   if (tracker && (markFrom === null || markFrom > positionOf(tracker.state))) {
     return { start: tracker.state, checkpoints: tracker.checkpoints, readAfter: positionOf(tracker.state) };
   }
@@ -105,7 +132,11 @@ export function runChannel(
     return a ? [a] : [];
   });
   return {
-    tracker: { state, checkpoints: thin([...plan.checkpoints, plan.start], positionOf(state)) },
+    tracker: {
+      state,
+      checkpoints: thin([...plan.checkpoints, plan.start], positionOf(state)),
+      timeline: timelineOf(versions),
+    },
     alerts,
     dueAt: dueOf(open, versions, now),
   };

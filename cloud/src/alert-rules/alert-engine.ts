@@ -1,5 +1,6 @@
 import { newId } from '../../../shared/ids.ts';
 import type { Clock } from '../clock.ts';
+import { Placement } from '../devices/moves.service.ts';
 import type { Logger } from '../logger.ts';
 import type { EvaluationFollower } from '../rules/evaluation.steps.ts';
 import { lockedTransaction, type Database, type Db } from '../storage/database.ts';
@@ -17,6 +18,7 @@ import type { Schedule } from './alert-schedule.ts';
 import type {
   AlertChannel,
   AlertEventRow,
+  DeviceMove,
   AlertRuleRow,
   AlertRuleVersionRow,
   AlertRulesRepository,
@@ -105,6 +107,20 @@ export class AlertEngine implements EvaluationFollower, AlertRuleListener {
     this.kick();
   }
 
+  /**
+   * In the transaction of a device's move between sites (`effective_at` past or future): its
+   * channels are judged again from the move on, by the rules of the site they were on at each time.
+   */
+  async deviceMoved(db: Db, deviceId: string, effectiveAt: number): Promise<void> {
+    const { repository } = this.deps;
+    if (!(await repository.anyLiveRule(db))) return;
+    const seqs = await repository.deviceChannels(db, deviceId);
+    await repository.mark(
+      db,
+      seqs.map((seq) => ({ seq, from: effectiveAt })),
+    );
+  }
+
   async ruleChanged(): Promise<void> {
     // the service has recorded the version and marked the rule's trackers due in its transaction
   }
@@ -169,10 +185,15 @@ export class AlertEngine implements EvaluationFollower, AlertRuleListener {
     const rules = await repository.liveRules(db, [
       ...new Set([...channels.values()].map((c) => c.account_id)),
     ]);
+    const moves = await repository.deviceMoves(
+      db,
+      [...channels.values()].map((c) => c.device_id),
+    );
     const pairs: { ruleId: string; seq: number }[] = [];
     for (const c of channels.values())
       for (const r of rules)
-        if (r.account_id === c.account_id && covers(r, c)) pairs.push({ ruleId: r.id, seq: c.seq });
+        if (r.account_id === c.account_id && coversEver(r, c, moves.get(c.device_id) ?? []))
+          pairs.push({ ruleId: r.id, seq: c.seq });
     await repository.ensureTrackers(db, pairs, now);
   }
 
@@ -190,6 +211,10 @@ export class AlertEngine implements EvaluationFollower, AlertRuleListener {
       const rules = await repository.rulesById(db, ruleIds);
       const versions = await repository.versions(db, ruleIds);
       const silences = await repository.silences(db, seqs);
+      const moves = await repository.deviceMoves(
+        db,
+        [...channels.values()].map((c) => c.device_id),
+      );
       for (const t of trackers) {
         const rule = rules.get(t.rule_id);
         const channel = channels.get(t.sensor_seq);
@@ -198,7 +223,8 @@ export class AlertEngine implements EvaluationFollower, AlertRuleListener {
           await repository.deleteTracker(db, t.rule_id, t.sensor_seq);
           continue;
         }
-        const timeline = versionsFor(rows, channel);
+        const placement = moves.get(channel.device_id) ?? [];
+        const timeline = versionsFor(rows, channel, placement);
         const gone = channel.device_deleted_at !== null;
         const markFrom = marks.get(t.sensor_seq)?.from_ts ?? null;
         const saved = t.state === null ? null : (JSON.parse(t.state) as Tracker);
@@ -214,6 +240,7 @@ export class AlertEngine implements EvaluationFollower, AlertRuleListener {
           rule,
           channel,
           timeline,
+          siteAt(channel, placement),
           stored,
           run.alerts,
           windows,
@@ -262,6 +289,7 @@ export class AlertEngine implements EvaluationFollower, AlertRuleListener {
     rule: AlertRuleRow,
     c: AlertChannel,
     timeline: readonly Version[],
+    site: (ts: number) => string,
     stored: AlertEventRow[],
     alerts: DerivedAlert[],
     windows: readonly [number, number][],
@@ -302,7 +330,7 @@ export class AlertEngine implements EvaluationFollower, AlertRuleListener {
         version_from: d.versionFrom,
         cond: d.cond,
         condition: JSON.stringify(condition),
-        site_id: c.site_id,
+        site_id: site(d.startedAt),
         device_id: c.device_id,
         sensor_id: c.sensor_id,
         channel_id: c.channel_id,
@@ -374,24 +402,62 @@ export class AlertEngine implements EvaluationFollower, AlertRuleListener {
   }
 }
 
-/** Whether a rule (as its row or a version) covers a channel. */
+/** Whether a rule (as its row or a version) covers a channel, with the channel's device on `siteId`. */
 export function covers(
   r: { channel_ids: string | null; site_id: string | null; kind: string | null },
   c: AlertChannel,
+  siteId = c.site_id,
 ): boolean {
   const scope = scopeOf(r);
   return scope.channel_ids
     ? scope.channel_ids.includes(c.channel_id)
-    : scope.site_id === c.site_id && scope.kind === c.kind;
+    : scope.site_id === siteId && scope.kind === c.kind;
 }
 
-/** The rule's versions as they apply to one channel: not covering it or disabled is "not in force". */
-export function versionsFor(rows: readonly AlertRuleVersionRow[], c: AlertChannel): Version[] {
-  const versions: Version[] = rows.map((v) => ({
-    validFrom: v.valid_from,
-    conditions: v.enabled === 1 && covers(v, c) ? (JSON.parse(v.conditions) as Condition[]) : null,
-    schedule: v.schedule === null ? null : (JSON.parse(v.schedule) as Schedule),
-  }));
+/**
+ * The site of a channel's device at each time, from its moves (oldest first; a pending move
+ * included): a measurement with `ts < effective_at` belongs to the old site.
+ */
+export function siteAt(c: AlertChannel, moves: readonly DeviceMove[]): (ts: number) => string {
+  const placement = new Placement(moves[0]?.from_site_id ?? c.site_id, moves);
+  return (ts) => placement.siteAt(ts);
+}
+
+/** Whether a rule covers a channel at any time of its device's placement history. */
+export function coversEver(
+  r: { channel_ids: string | null; site_id: string | null; kind: string | null },
+  c: AlertChannel,
+  moves: readonly DeviceMove[],
+): boolean {
+  const sites = new Set([c.site_id, ...moves.flatMap((m) => [m.from_site_id, m.to_site_id])]);
+  return [...sites].some((site) => covers(r, c, site));
+}
+
+/**
+ * The rule's versions as they apply to one channel: not covering it or disabled is "not in force".
+ * A rule on a site's channels of a kind applies while the device is on that site: a move within a
+ * version begins a new one where the rule starts or stops applying.
+ */
+export function versionsFor(
+  rows: readonly AlertRuleVersionRow[],
+  c: AlertChannel,
+  moves: readonly DeviceMove[] = [],
+): Version[] {
+  const site = siteAt(c, moves);
+  const versions: Version[] = [];
+  rows.forEach((v, i) => {
+    const end = rows[i + 1]?.valid_from ?? Infinity;
+    const conditions = JSON.parse(v.conditions) as Condition[];
+    const schedule = v.schedule === null ? null : (JSON.parse(v.schedule) as Schedule);
+    const applies = (ts: number) => v.enabled === 1 && covers(v, c, site(ts));
+    let on = applies(v.valid_from);
+    versions.push({ validFrom: v.valid_from, conditions: on ? conditions : null, schedule });
+    for (const m of moves) {
+      if (m.effective_at <= v.valid_from || m.effective_at >= end || applies(m.effective_at) === on) continue;
+      on = !on;
+      versions.push({ validFrom: m.effective_at, conditions: on ? conditions : null, schedule });
+    }
+  });
   // a channel that appeared after the rule began is judged from its appearance (no no_data
   // alarm for the time before it existed)
   const since = c.sensor_created_at;

@@ -65,7 +65,7 @@ export class AlertEscalation implements AlertAnnouncer {
       },
     });
     jobs.register(ALERT_RESOLVED_JOB, {
-      run: async (payload) => this.resolvedNotice((payload as { event_id: string }).event_id),
+      run: async (payload, job) => this.resolvedNotice((payload as { event_id: string }).event_id, job.id),
     });
   }
 
@@ -113,9 +113,14 @@ export class AlertEscalation implements AlertAnnouncer {
     jobs.kick();
   }
 
-  private async resolvedNotice(eventId: string): Promise<void> {
+  /**
+   * The notice goes out with its job's completion in one transaction, so a run of the same job
+   * claimed again (its first process stalled past the claim) sends nothing.
+   */
+  private async resolvedNotice(eventId: string, jobId: string): Promise<void> {
     const { database, jobs, repository } = this.deps;
     await database.db.transaction().execute(async (db) => {
+      if (!(await jobs.finishIn(db, jobId))) return;
       const event = await repository.findEvent(db, eventId);
       if (!event) return;
       const rule = (await repository.rulesById(db, [event.rule_id])).get(event.rule_id);

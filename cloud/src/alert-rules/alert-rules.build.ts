@@ -1,6 +1,7 @@
 import type { AuditRepository } from '../audit/audit.repository.ts';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
+import type { DeviceMovesService } from '../devices/moves.service.ts';
 import type { JobQueue } from '../jobs/job-queue.ts';
 import type { Logger } from '../logger.ts';
 import { CHAT_POST_JOB, chatPostJobHandler } from '../notify/chat-post.ts';
@@ -28,8 +29,9 @@ export function buildAlertRules(deps: {
   sites: SitesRepository;
   webhooks: WebhooksService;
   rules: RuleEngine;
+  deviceMoves: DeviceMovesService;
 }): { alertRules: AlertRulesService; alertEngine: AlertEngine } {
-  const { database, db, clock, config, log, jobs, audit, sites, webhooks, rules } = deps;
+  const { database, db, clock, config, log, jobs, audit, sites, webhooks, rules, deviceMoves } = deps;
   const repository = new AlertRulesRepository();
   const escalation = new AlertEscalation({
     database,
@@ -49,6 +51,15 @@ export function buildAlertRules(deps: {
     announcer: escalation,
   });
   rules.follow(alertEngine);
-  const alertRules = new AlertRulesService({ db, clock, repository, sites, audit, listener: alertEngine });
+  deviceMoves.follow(alertEngine);
+  const alertRules = new AlertRulesService({
+    db,
+    clock,
+    repository,
+    sites,
+    audit,
+    listener: alertEngine,
+    allowPrivateTargets: config.webhookAllowPrivate,
+  });
   return { alertRules, alertEngine };
 }

@@ -25,8 +25,37 @@ export interface AlertChannel {
   sensor_created_at: number;
 }
 
+/** A move of a device between sites (`device_moves`), as the alert engine places measurements. */
+export interface DeviceMove {
+  effective_at: number;
+  from_site_id: string;
+  to_site_id: string;
+}
+
 /** The SQL of alert rules (migration 0013): rules, versions, marks, trackers and their events. */
 export class AlertRulesRepository {
+  /** The moves of these devices between sites, oldest first per device (pending ones included). */
+  async deviceMoves(db: Db, deviceIds: readonly string[]): Promise<Map<string, DeviceMove[]>> {
+    const out = new Map<string, DeviceMove[]>();
+    if (deviceIds.length === 0) return out;
+    const rows = await db
+      .selectFrom('device_moves')
+      .select(['device_id', 'effective_at', 'from_site_id', 'to_site_id'])
+      .where('device_id', 'in', [...new Set(deviceIds)])
+      .orderBy('device_id')
+      .orderBy('effective_at')
+      .execute();
+    for (const { device_id, ...m } of rows)
+      out.set(device_id, [...(out.get(device_id) ?? []), { ...m, effective_at: Number(m.effective_at) }]);
+    return out;
+  }
+
+  /** The channels of a device. */
+  async deviceChannels(db: Db, deviceId: string): Promise<number[]> {
+    const rows = await db.selectFrom('sensors').select('seq').where('device_id', '=', deviceId).execute();
+    return rows.map((r) => Number(r.seq));
+  }
+
   async insert(db: Db, row: AlertRuleRow): Promise<void> {
     await db.insertInto('alert_rules').values(row).execute();
   }

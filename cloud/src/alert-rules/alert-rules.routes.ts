@@ -18,6 +18,7 @@ const REFERENCES = [
   'user_not_found',
   'webhook_not_found',
   'invalid_range',
+  'invalid_webhook_url',
 ];
 
 export function alertRuleRoutes(s: AlertRuleRoutesDeps): RouteDef[] {

@@ -6,6 +6,7 @@ import { notFound, Unprocessable } from '../errors.ts';
 import type { UserPrincipal } from '../http/context.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
+import { checkWebhookHost, parseWebhookUrl } from '../webhooks/url-guard.ts';
 import type { PageRequest } from '../storage/keyset.ts';
 import type { Condition } from './alert-evaluator.ts';
 import type { Schedule } from './alert-schedule.ts';
@@ -52,6 +53,8 @@ export class AlertRulesService {
       sites: SitesRepository;
       audit: AuditRepository;
       listener: AlertRuleListener;
+      /** WEBHOOK_ALLOW_PRIVATE: chat URLs may reach private addresses. */
+      allowPrivateTargets: boolean;
     },
   ) {}
 
@@ -68,6 +71,7 @@ export class AlertRulesService {
   async create(by: UserPrincipal, input: AlertRuleInput): Promise<AlertRuleRow> {
     const { db, clock, repository, audit, listener } = this.deps;
     const now = clock.nowMicros();
+    await this.checkChatUrls(input.notify, []);
     const row = await db.transaction().execute(async (trx) => {
       await this.check(trx, by.accountId, input);
       const rule: AlertRuleRow = {
@@ -103,6 +107,10 @@ export class AlertRulesService {
   ): Promise<AlertRuleRow> {
     const { db, clock, repository, audit, listener } = this.deps;
     const now = clock.nowMicros();
+    // chat URLs are resolved before the transaction (a DNS lookup holds nothing)
+    const current = await repository.find(db, by.accountId, id);
+    if (!current) throw notFound('alert_rule');
+    await this.checkChatUrls(merge(current).notify, chatUrlsOf(inputOf(current).notify));
     const row = await db.transaction().execute(async (trx) => {
       const before = await repository.find(trx, by.accountId, id);
       if (!before) throw notFound('alert_rule');
@@ -168,6 +176,16 @@ export class AlertRulesService {
     await listener.ruleChanged(db, rule, now);
   }
 
+  /**
+   * Chat URLs are checked like outbound webhooks when they are registered (and again at each post):
+   * 422 `invalid_webhook_url` for a host that does not resolve to public addresses. URLs the rule
+   * already had are not looked up again.
+   */
+  private async checkChatUrls(notify: NotifyInput, known: readonly string[]): Promise<void> {
+    for (const url of new Set(chatUrlsOf(notify)))
+      if (!known.includes(url)) await checkWebhookHost(parseWebhookUrl(url), this.deps.allowPrivateTargets);
+  }
+
   /** 404 for a site, channel, user or webhook that is not the account's; 422 for a bad range. */
   private async check(db: Db, accountId: string, input: AlertRuleInput): Promise<void> {
     const { repository, sites } = this.deps;
@@ -191,6 +209,10 @@ export class AlertRulesService {
     if ((await repository.webhookIds(db, accountId, webhookIds)).length !== webhookIds.length)
       throw notFound('webhook');
   }
+}
+
+function chatUrlsOf(notify: NotifyInput): string[] {
+  return notify.steps.flatMap((s) => s.chat.map((c) => c.url));
 }
 
 function columns(input: AlertRuleInput) {

@@ -34,6 +34,13 @@ export class Placement {
   }
 }
 
+/** Work that follows a device's moves (the alert rules of its sites), in the move's transaction. */
+export interface MoveFollower {
+  deviceMoved(db: Db, deviceId: string, effectiveAt: number): Promise<void>;
+  /** After the move's commit. */
+  committed(): void;
+}
+
 function localIdTaken(): Conflict {
   return new Conflict('local_id_taken', 'another device on the target site already has that local_id');
 }
@@ -44,6 +51,8 @@ function localIdTaken(): Conflict {
  * lies in the future is applied by a job at that time (and by any later `applyDue`).
  */
 export class DeviceMovesService {
+  private readonly followers: MoveFollower[] = [];
+
   constructor(
     private readonly deps: {
       db: Db;
@@ -56,6 +65,11 @@ export class DeviceMovesService {
       audit: AuditRepository;
     },
   ) {}
+
+  /** Adds work to every recorded move (called while the services are built). */
+  follow(follower: MoveFollower): void {
+    this.followers.push(follower);
+  }
 
   /** Registers the job that applies moves once their time has come. */
   register(): void {
@@ -70,7 +84,7 @@ export class DeviceMovesService {
     const { db, clock, jobs, devices, sites, moves, audit } = this.deps;
     const now = clock.nowMicros();
     try {
-      return await db.transaction().execute(async (trx) => {
+      const moved = await db.transaction().execute(async (trx) => {
         const device = await devices.find(trx, by.accountId, deviceId);
         if (!device) throw notFound('device');
         if (!(await sites.find(trx, by.accountId, input.to_site_id))) throw notFound('site');
@@ -106,6 +120,7 @@ export class DeviceMovesService {
         });
         if (applyNow) await moves.setSite(trx, deviceId, input.to_site_id);
         else await jobs.enqueue(trx, APPLY_MOVES_JOB, { device_id: deviceId }, input.effective_at);
+        for (const f of this.followers) await f.deviceMoved(trx, deviceId, input.effective_at);
         await audit.record(trx, {
           accountId: by.accountId,
           kind: 'device.moved',
@@ -120,6 +135,8 @@ export class DeviceMovesService {
         });
         return applyNow ? { ...device, site_id: input.to_site_id } : device;
       });
+      for (const f of this.followers) f.committed();
+      return moved;
     } catch (err) {
       if (isUniqueViolation(err)) throw localIdTaken();
       throw err;

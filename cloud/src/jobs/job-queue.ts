@@ -76,6 +76,21 @@ export class JobQueue {
   }
 
   /**
+   * Marks a running job done inside its handler's own transaction, so what the handler writes and
+   * the job's completion commit together. False when the job is done already: this run is a second
+   * one of a job claimed again after its claim lapsed (its first process stalled), and writes nothing.
+   */
+  async finishIn(db: Db, jobId: string): Promise<boolean> {
+    const result = await db
+      .updateTable('jobs')
+      .set({ done_at: this.deps.clock.nowMicros(), locked_until: null })
+      .where('id', '=', jobId)
+      .where('done_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  }
+
+  /**
    * Removes jobs that finished (done, or failed for good) before `before`, in batches; answers how
    * many. Pending and retrying jobs are never removed.
    */

@@ -66,12 +66,18 @@ const key = (a: DerivedAlert) => `${a.versionFrom}:${a.cond}:${a.startedAt}`;
 const sorted = (list: DerivedAlert[]) => [...list].sort((a, b) => (key(a) < key(b) ? -1 : 1));
 
 /** The engine's loop over an in-memory store: deliver batches, evaluate after each. */
-function deliver(versions: Version[], batches: Sample[][], now: number): DerivedAlert[] {
+function deliver(
+  versions: Version[] | ((batch: number) => Version[]),
+  batches: Sample[][],
+  now: number,
+): DerivedAlert[] {
+  const timelineAt = typeof versions === 'function' ? versions : () => versions;
   const stored = new Map<number, number>();
   let tracker: Tracker | null = null;
   let events: StoredAlert[] = [];
   let nextId = 0;
-  for (const batch of batches) {
+  for (const [i, batch] of batches.entries()) {
+    const versions = timelineAt(i);
     for (const s of batch) stored.set(s.ts, s.value);
     const markFrom = batch.length ? Math.min(...batch.map((s) => s.ts)) : null;
     const plan = planStart(tracker, versions, markFrom);
@@ -176,6 +182,36 @@ describe('alert evaluator', () => {
     );
   });
 
+  it('gives the same events when the timeline gains a boundary in the past between deliveries (a device moved)', () => {
+    fc.assert(
+      fc.property(
+        series,
+        fc.array(fc.nat(), { minLength: 1, maxLength: 40 }),
+        fc.integer({ min: 0, max: 40 }),
+        fc.integer({ min: 1, max: 600 }),
+        fc.option(fc.integer({ min: 1, max: 600 })),
+        (samples, cuts, movedAfter, leaveMin, backMin) => {
+          const before: Version[] = [{ validFrom: T0, conditions, schedule: null }];
+          // the device leaves the rule's site, and perhaps comes back later
+          const after: Version[] = [
+            ...before,
+            { validFrom: T0 + leaveMin * MINUTE, conditions: null, schedule: null },
+            ...(backMin === null
+              ? []
+              : [{ validFrom: T0 + (leaveMin + backMin) * MINUTE, conditions, schedule: null }]),
+          ];
+          const now = samples[samples.length - 1]!.ts + 30 * MINUTE;
+          const expected = sorted(deriveAlerts(after, samples, now));
+          const delivered = batches(samples, cuts);
+          const timeline = (i: number) => (i < Math.min(movedAfter, delivered.length) ? before : after);
+          // an empty batch after the last one: the move's own evaluation, without new data
+          expect(sorted(deliver(timeline, [...delivered, []], now))).toEqual(expected);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
   it('opens one alarm for one crossing however the value hovers within the hysteresis', () => {
     fc.assert(
       fc.property(
@@ -192,6 +228,71 @@ describe('alert evaluator', () => {
           expect(alerts[0]!.endedAt).toBe(samples[samples.length - 1]!.ts);
         },
       ),
+    );
+  });
+
+  it('opens at most one alarm for one crossing of any bound, with any delay and sampling', () => {
+    // each case: the condition, a value that crosses its bound, the band within its hysteresis
+    // (still on, never a start), and a value back past the hysteresis
+    const cases = [
+      {
+        condition: { type: 'above', value: 8, hysteresis: 0.5 },
+        cross: 8.5,
+        band: [7.51, 8],
+        back: 7,
+      },
+      {
+        condition: { type: 'below', value: 0, hysteresis: 0.5 },
+        cross: -0.5,
+        band: [0, 0.49],
+        back: 1,
+      },
+      {
+        condition: { type: 'outside', min: 0, max: 8, hysteresis: 0.5 },
+        cross: 8.5,
+        band: [7.51, 8],
+        back: 4,
+      },
+      {
+        condition: { type: 'outside', min: 0, max: 8, hysteresis: 0.5 },
+        cross: -0.5,
+        band: [0, 0.49],
+        back: 4,
+      },
+    ] as const;
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...cases),
+        fc.integer({ min: 0, max: 30 }),
+        fc.array(
+          fc.record({
+            gapMin: fc.integer({ min: 1, max: 10 }),
+            at: fc.double({ min: 0, max: 1, noNaN: true }),
+          }),
+          {
+            maxLength: 30,
+          },
+        ),
+        fc.integer({ min: 1, max: 10 }),
+        (c, delay, hover, lastGap) => {
+          const rule = [{ ...c.condition, delay_min: delay, severity: 'warning' }] as Condition[];
+          const versions: Version[] = [{ validFrom: T0, conditions: rule, schedule: null }];
+          const [lo, hi] = c.band;
+          let ts = T0 + MINUTE;
+          const samples: Sample[] = [
+            { ts, value: c.back },
+            { ts: (ts += MINUTE), value: c.cross },
+          ];
+          const crossedAt = ts;
+          for (const h of hover)
+            samples.push({ ts: (ts += h.gapMin * MINUTE), value: lo + (hi - lo) * h.at });
+          samples.push({ ts: (ts += lastGap * MINUTE), value: c.back });
+          const alerts = deriveAlerts(versions, samples, ts + 60 * MINUTE);
+          expect(alerts).toHaveLength(crossedAt + delay * MINUTE < ts ? 1 : 0);
+          for (const a of alerts) expect([a.startedAt, a.endedAt]).toEqual([crossedAt, ts]);
+        },
+      ),
+      { numRuns: 300 },
     );
   });
 

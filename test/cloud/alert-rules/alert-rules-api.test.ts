@@ -1,0 +1,263 @@
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { signUp } from '../../helpers/cloud.ts';
+import { DATABASES } from '../../helpers/databases.ts';
+import { auditOf } from '../../helpers/fixtures.ts';
+import { at, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
+
+/**
+ * The alert-rule routes as an API client meets them (docs/api/alert-rules.md): the scope they need,
+ * their 404, their audit entries, their OpenAPI description, and their events beside the simple
+ * rule's on the events endpoints.
+ */
+describe.each(DATABASES)('alert rule routes on %s', (db) => {
+  let w: RulesWorld;
+  afterEach(async () => w?.t.stop());
+
+  async function settle() {
+    await w.t.cloud.services.rules.drain();
+    await w.t.cloud.services.alertEngine.drain();
+    await w.t.cloud.services.jobs.drain();
+  }
+
+  async function send(ts: number, value: number) {
+    w.clock.set(Math.max(w.clock.nowMicros(), ts));
+    const channel = await w.send(ts, value);
+    await settle();
+    return channel;
+  }
+
+  async function tokenOf(scope: 'read' | 'write'): Promise<string> {
+    const answer = await w.t.http.post('/v1/tokens', { label: scope, scope }, { token: w.user.token });
+    expect(answer.status).toBe(201);
+    return answer.json.token as string;
+  }
+
+  const ruleOn = (channel: string) => ({
+    name: 'Fridge',
+    channel_ids: [channel],
+    conditions: [{ type: 'above', value: 8, severity: 'critical' }],
+  });
+
+  it('changes rules with the write scope only; a read token lists and reads them', async () => {
+    w = await rulesWorld(db);
+    const channel = await send(T0, 3);
+    const read = await tokenOf('read');
+    const write = await tokenOf('write');
+
+    const refused = await w.t.http.post('/v1/alert-rules', ruleOn(channel), { token: read });
+    expect([refused.status, refused.json.error.code]).toEqual([403, 'forbidden']);
+    expect(refused.json.error.request_id).toEqual(expect.any(String));
+
+    const created = await w.t.http.post('/v1/alert-rules', ruleOn(channel), { token: write });
+    expect(created.status).toBe(201);
+    const id = created.json.id as string;
+
+    const patch = await w.t.http.patch(`/v1/alert-rules/${id}`, { name: 'Renamed' }, { token: read });
+    expect([patch.status, patch.json.error.code]).toEqual([403, 'forbidden']);
+    const del = await w.t.http.delete(`/v1/alert-rules/${id}`, { token: read });
+    expect([del.status, del.json.error.code]).toEqual([403, 'forbidden']);
+
+    const one = await w.t.http.get(`/v1/alert-rules/${id}`, { token: read });
+    expect([one.status, one.json]).toEqual([200, created.json]);
+    const list = await w.t.http.get('/v1/alert-rules', { token: read });
+    expect([list.status, list.json.data]).toEqual([200, [created.json]]);
+
+    expect(
+      (await w.t.http.patch(`/v1/alert-rules/${id}`, { name: 'Renamed' }, { token: write })).status,
+    ).toBe(200);
+    expect((await w.t.http.delete(`/v1/alert-rules/${id}`, { token: write })).status).toBe(204);
+  });
+
+  it('answers 404 alert_rule_not_found for an unknown or deleted rule on every route, before a bad body', async () => {
+    w = await rulesWorld(db);
+    const channel = await send(T0, 3);
+    const created = await w.t.http.post('/v1/alert-rules', ruleOn(channel), { token: w.user.token });
+    const id = created.json.id as string;
+    expect((await w.t.http.delete(`/v1/alert-rules/${id}`, { token: w.user.token })).status).toBe(204);
+    for (const rule of ['alr_unknown', id]) {
+      for (const answer of [
+        await w.t.http.get(`/v1/alert-rules/${rule}`, { token: w.user.token }),
+        await w.t.http.patch(`/v1/alert-rules/${rule}`, { name: 'x' }, { token: w.user.token }),
+        await w.t.http.patch(`/v1/alert-rules/${rule}`, { colour: 'red' }, { token: w.user.token }),
+        await w.t.http.delete(`/v1/alert-rules/${rule}`, { token: w.user.token }),
+      ]) {
+        expect([answer.status, answer.json.error.code]).toEqual([404, 'alert_rule_not_found']);
+        expect(answer.json.error.message).toEqual(expect.any(String));
+        expect(answer.json.error.request_id).toEqual(expect.any(String));
+      }
+    }
+    expect((await w.t.http.get('/v1/alert-rules', { token: w.user.token })).json.data).toEqual([]);
+  });
+
+  it("refuses targets that are not the account's or not public: users, webhooks, chat URLs", async () => {
+    w = await rulesWorld(db);
+    const channel = await send(T0, 3);
+    const other = await signUp(w.t, 'other@example.com');
+    const hook = await w.t.http.post(
+      '/v1/webhooks',
+      { url: 'https://8.8.8.8/hook', events: ['alarm.opened'] },
+      { token: other.token },
+    );
+    expect(hook.status).toBe(201);
+    const withStep = (step: Record<string, unknown>) => ({
+      ...ruleOn(channel),
+      notify: { steps: [{ after_min: 0, ...step }] },
+    });
+    const post = (body: unknown) => w.t.http.post('/v1/alert-rules', body, { token: w.user.token });
+    const refused = async (body: unknown, status: number, code: string) => {
+      const answer = await post(body);
+      expect([answer.status, answer.json.error?.code]).toEqual([status, code]);
+      expect(answer.json.error.message).toEqual(expect.any(String));
+    };
+    for (const id of ['usr_nobody', other.userId])
+      await refused(withStep({ user_ids: [w.user.userId, id] }), 404, 'user_not_found');
+    for (const id of ['wh_nobody', hook.json.id])
+      await refused(withStep({ webhook_ids: [id] }), 404, 'webhook_not_found');
+    for (const url of ['http://127.0.0.1:9/hook', 'https://10.1.2.3/services/T/B/x', 'http://[::1]/x'])
+      await refused(withStep({ chat: [{ type: 'slack', url }] }), 422, 'invalid_webhook_url');
+    await refused(
+      withStep({ chat: [{ type: 'ntfy', url: 'ftp://ntfy.example.com/t' }] }),
+      400,
+      'invalid_request',
+    );
+    await refused(
+      withStep({ chat: [{ type: 'discord', url: 'https://8.8.8.8/x' }] }),
+      400,
+      'invalid_request',
+    );
+
+    const created = await post(withStep({ chat: [{ type: 'teams', url: 'https://8.8.8.8/workflows/x' }] }));
+    expect(created.status).toBe(201);
+    const patch = await w.t.http.patch(
+      `/v1/alert-rules/${created.json.id}`,
+      { notify: { steps: [{ after_min: 0, chat: [{ type: 'ntfy', url: 'http://192.168.1.10/alarms' }] }] } },
+      { token: w.user.token },
+    );
+    expect([patch.status, patch.json.error.code]).toEqual([422, 'invalid_webhook_url']);
+    expect((await w.t.http.get(`/v1/alert-rules/${created.json.id}`, { token: w.user.token })).json).toEqual(
+      created.json,
+    );
+    expect((await w.t.http.get('/v1/alert-rules', { token: w.user.token })).json.data).toHaveLength(1);
+  });
+
+  it('audit-logs each change with the rule before and after', async () => {
+    w = await rulesWorld(db);
+    const channel = await send(T0, 3);
+    const created = await w.t.http.post('/v1/alert-rules', ruleOn(channel), { token: w.user.token });
+    const id = created.json.id as string;
+    w.clock.set(T0 + MINUTE);
+    const changed = await w.t.http.patch(
+      `/v1/alert-rules/${id}`,
+      { conditions: [{ type: 'below', value: 1, severity: 'warning' }] },
+      { token: w.user.token },
+    );
+    expect(changed.status).toBe(200);
+    w.clock.set(T0 + 2 * MINUTE);
+    expect((await w.t.http.delete(`/v1/alert-rules/${id}`, { token: w.user.token })).status).toBe(204);
+
+    const [createdEntry] = await auditOf(w.t, w.user.token, 'alert_rule.created');
+    expect(createdEntry).toMatchObject({ target: id, by: w.user.userId, details: { after: created.json } });
+    const [changedEntry] = await auditOf(w.t, w.user.token, 'alert_rule.changed');
+    expect(changedEntry).toMatchObject({
+      target: id,
+      details: { before: created.json, after: changed.json },
+    });
+    const [deletedEntry] = await auditOf(w.t, w.user.token, 'alert_rule.deleted');
+    expect(deletedEntry).toMatchObject({ target: id, details: { before: changed.json } });
+  });
+
+  it('publishes the routes and the rule body in the OpenAPI document', async () => {
+    w = await rulesWorld(db);
+    const doc = (await w.t.http.get('/v1/openapi.json')).json;
+    const collection = doc.paths['/v1/alert-rules'];
+    const one = doc.paths['/v1/alert-rules/{rule_id}'];
+    expect(Object.keys(collection).sort()).toEqual(['get', 'post']);
+    expect(Object.keys(one).sort()).toEqual(['delete', 'get', 'patch']);
+    for (const op of [one.get, one.patch, one.delete])
+      expect(op.responses['404'].description).toContain('alert_rule_not_found');
+    expect(collection.post.responses['422'].description).toContain('invalid_range');
+    expect(collection.post.responses['422'].description).toContain('invalid_webhook_url');
+
+    const text = JSON.stringify(collection.post.requestBody.content['application/json'].schema);
+    for (const type of ['above', 'below', 'outside', 'no_data', 'rate_of_change'])
+      expect(text).toContain(`"const":"${type}"`);
+    for (const word of [
+      'severity',
+      'warning',
+      'critical',
+      'hysteresis',
+      'delay_min',
+      'within_min',
+      'timezone',
+      'windows',
+      'steps',
+      'after_min',
+      'user_ids',
+      'webhook_ids',
+      'slack',
+      'teams',
+      'ntfy',
+      'repeat_every_min',
+    ])
+      expect(text).toContain(`"${word}"`);
+    expect(JSON.stringify(one.patch.requestBody.content['application/json'].schema)).toContain(
+      '"const":"rate_of_change"',
+    );
+  });
+
+  it("shows its events on every events endpoint beside the simple rule's, which works as before", async () => {
+    w = await rulesWorld(db);
+    const channel = await send(T0, 3);
+    const rule = await w.t.http.post('/v1/alert-rules', ruleOn(channel), { token: w.user.token });
+    await send(T0 + MINUTE, 9);
+    // the simple rule of the site (0..5 °C, grace 30 min) opens its own alarm after its grace
+    w.clock.set(T0 + 31 * MINUTE);
+    await w.t.cloud.services.rules.tick();
+    await settle();
+
+    const events = await w.events(`?channel_id=${channel}`);
+    const simple = events.find((e: any) => !('rule_id' in e));
+    const alert = events.find((e: any) => e.rule_id === rule.json.id);
+    expect(events).toHaveLength(2);
+    expect(simple).toMatchObject({
+      kind: 'threshold_high',
+      state: 'open',
+      started_at: at(T0 + MINUTE),
+      alarm_at: at(T0 + 31 * MINUTE),
+      ok_min: 0,
+      ok_max: 5,
+      peak_value: 9,
+    });
+    expect(simple).not.toHaveProperty('severity');
+    expect(alert).toMatchObject({
+      kind: 'threshold_high',
+      state: 'open',
+      severity: 'critical',
+      condition: { index: 0, type: 'above', value: 8 },
+      started_at: at(T0 + MINUTE),
+      alarm_at: at(T0 + MINUTE),
+    });
+    // the same object through GET /v1/events/{id}, and the same acknowledgement route
+    for (const e of [simple, alert]) {
+      const one = await w.t.http.get(`/v1/events/${e.id}`, { token: w.user.token });
+      expect([one.status, one.json]).toEqual([200, e]);
+      const ack = await w.t.http.post(`/v1/events/${e.id}/ack`, { note: 'seen' }, { token: w.user.token });
+      expect(ack.status).toBe(200);
+      expect(ack.json).toMatchObject({ id: e.id, ack_note: 'seen', acknowledged_by: w.user.userId });
+      const again = await w.t.http.post(`/v1/events/${e.id}/ack`, { note: 'again' }, { token: w.user.token });
+      expect([again.status, again.json.error.code]).toEqual([409, 'already_acknowledged']);
+    }
+    expect(await w.events(`?rule_id=${rule.json.id}`)).toEqual([
+      expect.objectContaining({ id: alert.id, ack_note: 'seen' }),
+    ]);
+
+    // the sensor's state is the simple rule's; alert rules show in alert_severity
+    expect(await w.sensor(channel)).toMatchObject({ state: 'alarm', alert_severity: 'critical' });
+    await send(T0 + 40 * MINUTE, 3);
+    expect(await w.sensor(channel)).toMatchObject({ state: 'ok', alert_severity: null });
+    expect((await w.events(`?channel_id=${channel}`)).map((e: any) => [e.state, e.ended_at])).toEqual([
+      ['resolved', at(T0 + 40 * MINUTE)],
+      ['resolved', at(T0 + 40 * MINUTE)],
+    ]);
+  });
+});
