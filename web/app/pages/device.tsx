@@ -228,7 +228,7 @@ function MoveDevice({
       setDone(
         moved.site_id === to
           ? `Moved to ${target}.`
-          : `The move to ${target} is planned for ${at.toLocaleString()}; readings from then on count there.`,
+          : `The move to ${target} is planned for ${at.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' })}; readings from then on count there.`,
       );
       onMoved(moved);
     } catch (err) {
