@@ -102,7 +102,8 @@ async function main(): Promise<void> {
   await cloud.start();
   say(`cloud: ${cloud.url} (MQTT bridge on mqtts://127.0.0.1:${cloud.mqttPort}), data in ${dir}`);
 
-  const account = await setUpAccount(cloud.url, cloudConfig.dataDir, 0);
+  const email = 'demo@example.com';
+  const account = await setUpAccount(cloud.url, cloudConfig.dataDir, 0, { email, site: 'Demo kitchen' });
   const api = async <T = Record<string, string>>(method: string, p: string, body?: unknown): Promise<T> => {
     const res = await fetch(`${cloud.url}${p}`, {
       method,
@@ -114,12 +115,10 @@ async function main(): Promise<void> {
     return json;
   };
   const bundle = await api('POST', '/v1/bridges', { site_id: account.siteId, name: 'Demo Pi' });
-  say(
-    `signed up bench@example.com; site ${account.siteId}; bridge ${bundle.id} (topic root ${bundle.topic_root})`,
-  );
+  say(`signed up ${email}; site ${account.siteId}; bridge ${bundle.id} (topic root ${bundle.topic_root})`);
   say(`API token for your own calls: ${account.token}`);
-  const link = await dashboardLink(cloud.url, cloudConfig.dataDir, 'bench@example.com');
-  say(`dashboard, signed in as bench@example.com (a one-time link, valid 10 minutes):\n  ${link}`);
+  const link = await dashboardLink(cloud.url, cloudConfig.dataDir, email);
+  say(`dashboard, signed in as ${email} (a one-time link, valid 10 minutes):\n  ${link}`);
   const lorawan = await api('POST', '/v1/integrations', {
     kind: 'chirpstack',
     site_id: account.siteId,

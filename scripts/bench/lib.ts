@@ -224,14 +224,16 @@ async function call(url: string, method: string, body: unknown, headers: Record<
 
 /**
  * Signs up through the API as a person would (code from the outbox), then makes an admin token,
- * a site and `devices` devices. Returns the user token and each device's ingest token.
+ * a site and `devices` devices. Returns the user token and each device's ingest token. `names`
+ * gives the person and the site other names than the benchmarks' (the demo's).
  */
 export async function setUpAccount(
   url: string,
   dataDir: string,
   devices: number,
+  names: { email?: string; site?: string } = {},
 ): Promise<{ token: string; siteId: string; devices: { localId: string; id: string; token: string }[] }> {
-  const email = 'bench@example.com';
+  const email = names.email ?? 'bench@example.com';
   await call(`${url}/v1/auth/request`, 'POST', { email });
   const outbox = path.join(dataDir, 'outbox');
   let code: string | undefined;
@@ -253,8 +255,9 @@ export async function setUpAccount(
   const token = (await call(`${url}/v1/tokens`, 'POST', { label: 'bench', scope: 'admin' }, { cookie }))
     .token as string;
   const auth = { authorization: `Bearer ${token}` };
-  const siteId = (await call(`${url}/v1/sites`, 'POST', { name: 'Bench', vertical: 'food_service' }, auth))
-    .id as string;
+  const siteId = (
+    await call(`${url}/v1/sites`, 'POST', { name: names.site ?? 'Bench', vertical: 'food_service' }, auth)
+  ).id as string;
   const made = [];
   for (let i = 0; i < devices; i++) {
     const d = await call(

@@ -62,6 +62,8 @@ describe.each(DATABASES)('dashboard sensors and alarms (%s)', (db) => {
     await signInInBrowser(t, page, EMAIL);
     token = await tokenFor(t, desktop);
     const site = await createSite(t, token, { name: 'Bakery' });
+    // A second site without alarms, for the alarm list's site filter.
+    await createSite(t, token, { name: 'Dairy' });
     device = await createDevice(t, token, site.id, { name: 'Cold room' });
     // Six hours of readings inside the band, one every 30 minutes.
     const now = Date.now();
@@ -130,6 +132,14 @@ describe.each(DATABASES)('dashboard sensors and alarms (%s)', (db) => {
     await page.goto('/app/alarms?state=all&kind=threshold_high');
     await page.locator(`[data-event="${eventId}"]`).waitFor();
     await expect(page.getByLabel('Kind').inputValue()).resolves.toBe('threshold_high');
+    // By site: the other site has none, this one has the alarm.
+    await page.getByLabel('Site').selectOption({ label: 'Dairy' });
+    await page.waitForURL((u) => u.searchParams.get('site_id') !== null);
+    await page.getByText('No alarms match').waitFor();
+    await page.getByLabel('Site').selectOption({ label: 'Bakery' });
+    await page.locator(`[data-event="${eventId}"]`).waitFor();
+    const siteId = new URL(page.url()).searchParams.get('site_id');
+    expect(siteId).toBe((await t.http.get(`/v1/events/${eventId}`, { token })).json.site_id);
   });
 
   it('shows the event page with its history and acknowledgement', async () => {
@@ -184,6 +194,19 @@ describe.each(DATABASES)('dashboard sensors and alarms (%s)', (db) => {
     const saved = await t.http.get(`/v1/sensors/${sensorId}`, { token });
     expect([saved.json.ok_min, saved.json.ok_max]).toEqual([1, 6]);
 
+    // Grace longer than the API allows: its 422 beside the grace field, the rest unchanged.
+    await page.getByLabel('Grace (minutes)').fill('400');
+    await page.getByRole('button', { name: 'Save thresholds' }).click();
+    const graceMessage = page.locator('#rule-grace_min-error');
+    await graceMessage.waitFor();
+    await expect(page.getByLabel('Grace (minutes)').getAttribute('aria-describedby')).resolves.toContain(
+      'rule-grace_min-error',
+    );
+    expect((await t.http.get(`/v1/sensors/${sensorId}`, { token })).json.grace_min).toBe(0);
+    await page.getByLabel('Grace (minutes)').fill('0');
+    await page.getByRole('button', { name: 'Save thresholds' }).click();
+    await graceMessage.waitFor({ state: 'detached' });
+
     // A reading arrives: the value and state follow without a reload.
     await ingest(t, device, new Date(), 4.2);
     readings.push(4.2);
@@ -193,6 +216,8 @@ describe.each(DATABASES)('dashboard sensors and alarms (%s)', (db) => {
     // Another range: 7 days in 15-minute means.
     await page.getByRole('button', { name: '7 days' }).click();
     await page.getByText(/^\d+ 15-minute means/).waitFor();
+    await page.getByRole('button', { name: '30 days' }).click();
+    await page.getByText(/^\d+ hourly means/).waitFor();
     // A custom range the API refuses (to before from): its message beside the field.
     await page.getByRole('button', { name: 'Custom' }).click();
     await page.getByLabel('From', { exact: true }).first().fill('2026-01-05T12:00');
@@ -226,8 +251,11 @@ describe.each(DATABASES)('dashboard sensors and alarms (%s)', (db) => {
     await row.waitFor();
     const silences = await t.http.get(`/v1/sensors/${sensorId}/silences`, { token });
     expect(silences.json.data).toHaveLength(1);
+    // While the window is on, the sensor is silenced, by label and shape.
+    await page.locator('.sensor-now .state-silent', { hasText: '■ Silenced' }).waitFor();
     await row.getByRole('button', { name: /End now/ }).click();
     await row.getByText('(ended early)').waitFor();
+    await page.locator('.sensor-now .state-ok').waitFor();
     const ended = await t.http.get(`/v1/sensors/${sensorId}/silences`, { token });
     expect(ended.json.data[0].ended_at).not.toBeNull();
 

@@ -82,6 +82,11 @@ describe.each(DATABASES)('dashboard: reports, settings, account (%s)', (db) => {
     // The API's consider_rotating: the token made a year and a day ago says so, the new one does not.
     await page.locator('tr', { hasText: 'tests' }).getByText('consider rotating').waitFor();
     expect(await row.getByText('consider rotating').count()).toBe(0);
+    // Last used: the old token made the site a moment ago, the new one was never used.
+    await expect(row.locator('td[data-label="Last used"]').textContent()).resolves.toBe('never');
+    await expect(
+      page.locator('tr', { hasText: 'tests' }).locator('td[data-label="Last used"]').textContent(),
+    ).resolves.toMatch(/ ago$/);
     await checked('settings-tokens');
     await onPhone('/app/settings/tokens', 'settings-tokens', (p) =>
       p.locator('tr', { hasText: 'Grafana' }).waitFor(),

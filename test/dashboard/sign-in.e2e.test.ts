@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import type { Browser, Page } from 'playwright-core';
+import { SystemClock, type Clock } from '../../cloud/src/clock.ts';
 import { axeViolations, launchBrowser, newContext, screenshot } from '../helpers/browser.ts';
 import { codeFromMail, linkFromMail, startTestCloud, type TestCloud } from '../helpers/cloud.ts';
 import { DATABASES } from '../helpers/databases.ts';
@@ -16,11 +17,27 @@ async function requestCode(t: TestCloud, page: Page, email: string) {
 
 jest.setTimeout(60_000);
 
+/**
+ * The scripts the page has loaded so far and what each weighed on the wire (its encoded body:
+ * gzip when the cloud sent it so), from the browser's own resource timing.
+ */
+async function scriptsLoaded(page: Page): Promise<{ name: string; bytes: number; decoded: number }[]> {
+  // A string: the tests' TypeScript has no DOM types; the page runs it as it is.
+  return page.evaluate(`performance
+    .getEntriesByType('resource')
+    .filter((e) => new URL(e.name).pathname.endsWith('.js'))
+    .map((e) => ({ name: e.name, bytes: e.encodedBodySize, decoded: e.decodedBodySize }))`);
+}
+
 describe.each(DATABASES)('dashboard sign-in (%s)', (db) => {
   let t: TestCloud;
   let browser: Browser;
+  /** The cloud's clock runs `offsetMicros` ahead of real time (only ever moved forward). */
+  let offsetMicros = 0;
   beforeAll(async () => {
-    t = await startTestCloud({ db });
+    const system = new SystemClock();
+    const clock: Clock = { nowMicros: () => system.nowMicros() + offsetMicros };
+    t = await startTestCloud({ db, clock });
     browser = await launchBrowser();
   });
   afterAll(async () => {
@@ -113,5 +130,157 @@ describe.each(DATABASES)('dashboard sign-in (%s)', (db) => {
     await deep.getByRole('heading', { name: 'Cold room' }).waitFor();
     expect(new URL(deep.url()).pathname).toBe(target);
     await fresh.close();
+  });
+
+  it('says the same clear thing for a used code and an expired one; a new code then works', async () => {
+    const email = 'used@example.com';
+    const first = await newContext(browser, t.url);
+    const page = await first.newPage();
+    await page.goto('/app/sign-in');
+    const used = codeFromMail(await requestCode(t, page, email));
+    await page.getByLabel('Code').fill(used);
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await first.close();
+
+    // Another browser types the code that signed the first one in.
+    const second = await newContext(browser, t.url);
+    const again = await second.newPage();
+    await again.goto(`/app/sign-in?step=code&email=${encodeURIComponent(email)}`);
+    await again.getByLabel('Code').fill(used);
+    await again.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await again.getByText('That code is wrong, expired or used already').waitFor();
+
+    // A fresh code, typed eleven minutes later: expired (codes live ten minutes).
+    await again.getByRole('button', { name: 'Use another address or send a new code' }).click();
+    const late = codeFromMail(await requestCode(t, again, email));
+    offsetMicros += 11 * 60 * 1_000_000;
+    await again.getByLabel('Code').fill(late);
+    await again.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await again.getByText('That code is wrong, expired or used already').waitFor();
+    expect(await axeViolations(again)).toEqual([]);
+
+    await again.getByRole('button', { name: 'Use another address or send a new code' }).click();
+    const fresh = codeFromMail(await requestCode(t, again, email));
+    await again.getByLabel('Code').fill(fresh);
+    await again.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await again.getByRole('heading', { name: 'Overview' }).waitFor();
+    await second.close();
+  });
+
+  it('signs in and moves through the pages with the keyboard alone', async () => {
+    const email = 'keys@example.com';
+    const context = await newContext(browser, t.url);
+    const page = await context.newPage();
+    const focused = () =>
+      page.evaluate<string>('document.activeElement?.id || document.activeElement?.textContent || ""');
+    await page.goto('/app/');
+    await page.waitForURL((u) => u.pathname === '/app/sign-in');
+    await page.getByLabel('E-mail address').waitFor();
+    await page.keyboard.press('Tab');
+    expect(await focused()).toBe('email');
+    const mail = t.nextMail(email);
+    await page.keyboard.type(email);
+    await page.keyboard.press('Enter');
+    await page.getByText('Check your mail').waitFor();
+    // The code field has the focus as soon as it is shown.
+    await page.waitForFunction('document.activeElement?.id === "code"');
+    await page.keyboard.type(codeFromMail(await mail).toLowerCase());
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+
+    // The first Tab reaches the skip link; it moves the focus to the page's content.
+    await page.keyboard.press('Tab');
+    expect(await focused()).toBe('Skip to content');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction('document.activeElement?.id === "main"');
+    // Back to the navigation, and on to Settings by Tab and Enter.
+    await page.keyboard.press('Shift+Tab');
+    for (let i = 0; i < 20 && (await focused()) !== 'Settings'; i++) await page.keyboard.press('Shift+Tab');
+    expect(await focused()).toBe('Settings');
+    await page.keyboard.press('Enter');
+    await page.waitForURL((u) => u.pathname === '/app/settings');
+    await page.getByRole('heading', { name: 'API tokens' }).waitFor();
+    // The focus is always drawn: the focused element has a visible outline.
+    await page.keyboard.press('Tab');
+    const outline = await page.evaluate<string>('getComputedStyle(document.activeElement).outlineStyle');
+    expect(outline).not.toBe('none');
+    await context.close();
+  });
+
+  it('loads under 250 KB of compressed JavaScript before the sign-in page and before the overview', async () => {
+    const context = await newContext(browser, t.url);
+    const signedOut = await context.newPage();
+    await signedOut.goto('/app/');
+    // The page shows once its scripts ran, so they have all arrived (the live stream never idles).
+    await signedOut.getByLabel('E-mail address').waitFor();
+    const beforeSignIn = await scriptsLoaded(signedOut);
+    await signInInBrowser(t, signedOut, 'weight@example.com');
+    await signedOut.close();
+
+    // A signed-in browser opening the dashboard afresh (nothing cached: a new context's first visit).
+    const fresh = await newContext(browser, t.url);
+    await fresh.addCookies(await context.cookies());
+    const page = await fresh.newPage();
+    await page.goto('/app/');
+    await page.getByText('No sites yet').waitFor();
+    const beforeOverview = await scriptsLoaded(page);
+    for (const scripts of [beforeSignIn, beforeOverview]) {
+      expect(scripts.length).toBeGreaterThan(0);
+      for (const s of scripts) expect([s.name, s.bytes > 0]).toEqual([s.name, true]);
+      const compressed = scripts.reduce((a, s) => a + s.bytes, 0);
+      expect(compressed).toBeLessThan(250 * 1024);
+      // Compressed on the wire indeed: fewer bytes came than the scripts hold.
+      expect(compressed).toBeLessThan(scripts.reduce((a, s) => a + s.decoded, 0));
+    }
+    await context.close();
+    await fresh.close();
+  });
+
+  it('shows a page that does not exist, and a site that does not exist, with a way back', async () => {
+    for (const viewport of ['desktop', 'phone'] as const) {
+      const context = await newContext(browser, t.url, viewport);
+      const page = await context.newPage();
+      await signInInBrowser(t, page, `lost-${viewport}@example.com`, { from: '/app/no/such/page' });
+      await page.getByRole('heading', { name: 'Page not found' }).waitFor();
+      expect(await axeViolations(page)).toEqual([]);
+      if (viewport === 'phone') {
+        // The five pages fit one line of the phone's header, each link a 44 px touch target.
+        const links = await page.evaluate<{ top: number; height: number }[]>(
+          `Array.from(document.querySelectorAll('header nav a'), (a) => {
+            const r = a.getBoundingClientRect();
+            return { top: r.top, height: r.height };
+          })`,
+        );
+        expect(links).toHaveLength(5);
+        expect(new Set(links.map((l) => Math.round(l.top))).size).toBe(1);
+        for (const l of links) expect(l.height).toBeGreaterThanOrEqual(44);
+      }
+      await screenshot(page, 'not-found');
+      await page.getByRole('link', { name: 'Go to the overview' }).click();
+      await page.getByRole('heading', { name: 'Overview' }).waitFor();
+      await page.goto('/app/sites/site_nope');
+      await page.getByText('site_not_found').waitFor();
+      expect(await axeViolations(page)).toEqual([]);
+      await screenshot(page, 'site-not-found');
+      await context.close();
+    }
+  });
+
+  it('signs out from the header: the session ends on the server, and the browser shows the sign-in page', async () => {
+    const context = await newContext(browser, t.url);
+    const page = await context.newPage();
+    await signInInBrowser(t, page, 'leaving@example.com');
+    const cookie = (await context.cookies()).find((c) => c.name === 'os_session')!.value;
+    await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+    await page.waitForURL((u) => u.pathname === '/app/sign-in');
+    await page.getByLabel('E-mail address').waitFor();
+    expect((await context.cookies()).find((c) => c.name === 'os_session')).toBeUndefined();
+    const me = await t.http.get('/app/api/accounts/me', { cookie: `os_session=${cookie}` });
+    expect([me.status, me.json.error.code]).toEqual([401, 'auth_required']);
+    // Back in history, the dashboard asks for a sign-in again.
+    await page.goto('/app/');
+    await page.waitForURL((u) => u.pathname === '/app/sign-in');
+    await context.close();
   });
 });

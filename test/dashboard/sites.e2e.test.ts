@@ -4,15 +4,16 @@ import { axeViolations, launchBrowser, newContext, screenshot } from '../helpers
 import { startTestCloud, type TestCloud } from '../helpers/cloud.ts';
 import { DATABASES } from '../helpers/databases.ts';
 import { signInInBrowser } from '../helpers/dashboard.ts';
+import { closeClient, connectBridge, nextMessage, type BridgeBundle } from '../helpers/mqtt.ts';
 
 jest.setTimeout(120_000);
 
 /** Sends readings as a device would: `POST /v1/ingest` with its token, from outside the browser. */
-async function ingest(t: TestCloud, token: string, device: string, measurements: object[]) {
+async function ingest(t: TestCloud, token: string, device: string, measurements: object[], ts?: Date) {
   const res = await fetch(`${t.url}/v1/ingest`, {
     method: 'POST',
     headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ device, measurements }),
+    body: JSON.stringify({ device, ...(ts ? { ts: ts.toISOString() } : {}), measurements }),
   });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
@@ -54,7 +55,7 @@ describe.each(DATABASES)('dashboard sites and devices (%s)', (db) => {
   let t: TestCloud;
   let browser: Browser;
   beforeAll(async () => {
-    t = await startTestCloud({ db });
+    t = await startTestCloud({ db, mqtt: true });
     browser = await launchBrowser();
   });
   afterAll(async () => {
@@ -102,6 +103,12 @@ describe.each(DATABASES)('dashboard sites and devices (%s)', (db) => {
     expect(url).toMatch(/^http:\/\/[^/]+\/v1\/ingest$/);
     await page.getByText('Set up the device').waitFor();
     await check(page, 'device-new-token');
+    // The copy button puts the token on the clipboard.
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: t.url });
+    const copy = page.getByRole('button', { name: 'Copy Device token' });
+    await copy.click();
+    await copy.getByText('Copied').waitFor();
+    expect(await page.evaluate<string>('navigator.clipboard.readText()')).toBe(token);
 
     // The site page, live: a first reading creates the sensors and sets the device online.
     await page.getByRole('link', { name: /Done: back to Cold room/ }).click();
@@ -216,6 +223,9 @@ describe.each(DATABASES)('dashboard sites and devices (%s)', (db) => {
     await small.goto(`/app/sites/${other.id}`);
     await small.locator('tr[data-sensor]').first().waitFor();
     await check(small, 'site');
+    // Each row is a block on the phone: the state is on screen, not scrolled out of sight.
+    const badge = await small.locator('tr[data-sensor] .badge').first().boundingBox();
+    expect(badge!.x + badge!.width).toBeLessThanOrEqual(390);
     await small.goto(`/app/sites/${other.id}/devices/new`);
     await small.getByRole('radio', { name: /shelly-ht-gen1/ }).check();
     await small.getByLabel('Device ID').fill('shellyht-01');
@@ -325,6 +335,174 @@ describe.each(DATABASES)('dashboard sites and devices (%s)', (db) => {
     await page.getByText(`service/${me.id}/depot-pi`).waitFor();
     expect(await page.getByRole('link', { name: 'Settings' }).count()).toBeGreaterThan(1);
     await check(page, 'device-new-gateway');
+    await context.close();
+  });
+
+  it('shows every sensor state on the overview by label and shape as well as colour, most urgent first', async () => {
+    const context = await newContext(browser, t.url);
+    const page = await context.newPage();
+    await signInInBrowser(t, page, 'states@example.com');
+    const site = await appApi<{ id: string }>(page, 'POST', '/sites', {
+      name: 'Deli',
+      vertical: 'food_service',
+    });
+    const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000);
+    // Food service: band 0..5 °C, grace 30 minutes, no data after 60 minutes.
+    const cases = [
+      { name: 'Counter', value: 3.5, at: minutesAgo(1) }, // ok
+      { name: 'Display', value: 9, at: minutesAgo(1) }, // grace: out of the band for a minute
+      { name: 'Freezer', value: 9, at: minutesAgo(40) }, // alarm: out of the band beyond the grace
+      { name: 'Back room', value: 3.5, at: minutesAgo(1) }, // silenced below
+      { name: 'Cellar', value: 3.5, at: minutesAgo(120) }, // no data for two hours
+    ];
+    for (const [i, c] of cases.entries()) {
+      const device = await appApi<{ id: string; ingest_token: string }>(page, 'POST', '/devices', {
+        site_id: site.id,
+        local_id: `deli-${i}`,
+        name: c.name,
+        model: 'http-generic',
+      });
+      expect(
+        (await ingest(t, device.ingest_token, `deli-${i}`, [{ type: 'temperature', value: c.value }], c.at))
+          .status,
+      ).toBe(200);
+      if (c.name === 'Back room') {
+        const sensors = await appApi<{ data: { id: string }[] }>(
+          page,
+          'GET',
+          `/devices/${device.id}/sensors`,
+        );
+        const silence = await appApi<{ id: string }>(
+          page,
+          'POST',
+          `/sensors/${sensors.data[0]!.id}/silence`,
+          {
+            from: minutesAgo(5).toISOString(),
+            to: new Date(Date.now() + 3600_000).toISOString(),
+            reason: 'cleaning',
+          },
+        );
+        expect(silence.id).toMatch(/^sil_/);
+      }
+    }
+    for (const viewport of ['desktop', 'phone'] as const) {
+      const ctx = viewport === 'desktop' ? context : await newContext(browser, t.url, 'phone');
+      if (ctx !== context) await ctx.addCookies(await context.cookies());
+      const p = ctx === context ? page : await ctx.newPage();
+      await p.goto('/app/');
+      const rows = p.locator('tr[data-sensor]');
+      await rows.nth(4).waitFor();
+      // A string: the tests' TypeScript has no DOM types; the page runs it as it is.
+      const seen = await p.evaluate<{ device: string; badge: string; look: string }[]>(`
+        Array.from(document.querySelectorAll('tr[data-sensor]'), (tr) => {
+          const badge = tr.querySelector('.badge');
+          const style = getComputedStyle(badge);
+          return {
+            device: tr.textContent,
+            badge: badge.textContent.trim(),
+            look: style.color + '|' + style.backgroundColor + '|' + style.borderStyle,
+          };
+        })`);
+      expect(seen.map((r) => r.badge)).toEqual(['▲ Alarm', '◆ Grace', '○ No data', '■ Silenced', '● OK']);
+      expect(
+        seen.map((r) =>
+          ['Freezer', 'Display', 'Cellar', 'Back room', 'Counter'].find((n) => r.device.includes(n)),
+        ),
+      ).toEqual(['Freezer', 'Display', 'Cellar', 'Back room', 'Counter']);
+      // Five looks for five states, besides five shapes and five labels.
+      expect(new Set(seen.map((r) => r.look)).size).toBe(5);
+      await p.locator('.state-counts').waitFor();
+      await check(p, 'overview-states');
+      if (ctx !== context) await ctx.close();
+    }
+    await context.close();
+  });
+
+  it('identifies a device through the MQTT bridge of its site, and says when none is connected', async () => {
+    const context = await newContext(browser, t.url);
+    const page = await context.newPage();
+    await signInInBrowser(t, page, 'identify@example.com');
+    const site = await appApi<{ id: string }>(page, 'POST', '/sites', { name: 'Store', vertical: 'generic' });
+    const device = await appApi<{ id: string }>(page, 'POST', '/devices', {
+      site_id: site.id,
+      local_id: 'relay-1',
+      name: 'Relay',
+      model: 'mqtt-generic',
+    });
+    const bundle = await appApi<BridgeBundle>(page, 'POST', '/bridges', {
+      site_id: site.id,
+      name: 'Store Pi',
+    });
+    await page.goto(`/app/devices/${device.id}`);
+    await page.getByRole('heading', { name: 'Relay' }).waitFor();
+    await page.getByRole('button', { name: 'Identify' }).click();
+    await page.getByText('Not sent: no MQTT bridge of this site is connected right now.').waitFor();
+
+    const bridge = await connectBridge(t, bundle);
+    try {
+      // topic_root ends with a slash: `service/<account_id>/`.
+      await bridge.subscribeAsync(`${bundle.topic_root}+/cmd/#`, { qos: 1 });
+      const command = nextMessage(bridge, (topic) => topic.endsWith('/cmd/identify'));
+      await page.getByRole('button', { name: 'Identify' }).click();
+      await page.getByText('Sent: the device blinks for 30 seconds.').waitFor();
+      expect((await command).topic).toBe(`${bundle.topic_root}relay-1/cmd/identify`);
+      await check(page, 'device-identified');
+    } finally {
+      await closeClient(bridge);
+    }
+    await context.close();
+  });
+
+  it('moves a device from a chosen moment (effective_at), plans a move, and shows a refused time beside the field', async () => {
+    const context = await newContext(browser, t.url);
+    const page = await context.newPage();
+    await signInInBrowser(t, page, 'mover@example.com');
+    const make = (name: string) =>
+      appApi<{ id: string }>(page, 'POST', '/sites', { name, vertical: 'generic' });
+    const first = await make('First shop');
+    const second = await make('Second shop');
+    const third = await make('Third shop');
+    const device = await appApi<{ id: string }>(page, 'POST', '/devices', {
+      site_id: first.id,
+      local_id: 'roaming-1',
+      name: 'Roaming fridge',
+      model: 'http-generic',
+    });
+    // The browser's zone is UTC, so local wall time is the UTC time without its zone.
+    const local = (d: Date) => d.toISOString().slice(0, 16);
+    const twoHoursAgo = new Date(Math.floor((Date.now() - 2 * 3600_000) / 60_000) * 60_000);
+    await page.goto(`/app/devices/${device.id}`);
+    await page.getByRole('heading', { name: 'Roaming fridge' }).waitFor();
+    await page.getByLabel('New site').selectOption(second.id);
+    await page.getByLabel('From (your local time)').fill(local(twoHoursAgo));
+    await page.getByRole('button', { name: 'Move device' }).click();
+    await page.getByText('Moved to Second shop.').waitFor();
+    const audit = await appApi<{
+      data: { kind: string; details: { effective_at: string; to_site_id: string } }[];
+    }>(page, 'GET', '/accounts/me/audit?kind=device.moved');
+    expect(audit.data).toHaveLength(1);
+    expect(audit.data[0]!.details.to_site_id).toBe(second.id);
+    expect(Date.parse(audit.data[0]!.details.effective_at)).toBe(twoHoursAgo.getTime());
+
+    // Not later than the previous move: the API's 422 beside the time.
+    await page.getByLabel('New site').selectOption(third.id);
+    await page.getByLabel('From (your local time)').fill(local(new Date(twoHoursAgo.getTime() - 3600_000)));
+    await page.getByRole('button', { name: 'Move device' }).click();
+    await page.locator('#move-when-error').waitFor();
+    expect(await page.getByLabel('From (your local time)').getAttribute('aria-describedby')).toContain(
+      'move-when-error',
+    );
+    expect(await axeViolations(page)).toEqual([]);
+
+    // Tomorrow: planned, and the device stays where it is until then.
+    const tomorrow = new Date(Math.floor((Date.now() + 86_400_000) / 60_000) * 60_000);
+    await page.getByLabel('From (your local time)').fill(local(tomorrow));
+    await page.getByRole('button', { name: 'Move device' }).click();
+    await page.getByText(/^The move to Third shop is planned for/).waitFor();
+    expect(await page.locator('#move-when-error').count()).toBe(0);
+    const now = await appApi<{ site_id: string }>(page, 'GET', `/devices/${device.id}`);
+    expect(now.site_id).toBe(second.id);
+    await check(page, 'device-move-planned');
     await context.close();
   });
 });

@@ -3,9 +3,11 @@ import type { Sensor } from './types.ts';
 
 /** A sensor's label, else its kind ("Temperature"). */
 export function sensorName(s: Pick<Sensor, 'label' | 'kind'>): string {
-  if (s.label) return s.label;
   const kind = s.kind.replace(/_/g, ' ');
-  return kind.charAt(0).toUpperCase() + kind.slice(1);
+  const Kind = s.kind === 'co2' ? 'CO₂' : kind.charAt(0).toUpperCase() + kind.slice(1);
+  // A bare number is a channel's index (Cayenne LPP, LoRaWAN decoders): "Temperature 1", not "1".
+  if (s.label && /^\d+$/.test(s.label)) return `${Kind} ${s.label}`;
+  return s.label || Kind;
 }
 
 /**

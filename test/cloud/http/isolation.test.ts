@@ -656,4 +656,19 @@ describe.each(DATABASES)('isolation between accounts on %s', (db) => {
       }
     }
   });
+
+  it("ends only B's own sessions when B signs out everywhere through /app/api: A stays signed in", async () => {
+    const { t, a, b } = w;
+    const xhr = { 'x-requested-with': 'XMLHttpRequest' };
+    const out = await t.http.post('/app/api/auth/logout-all', undefined, {
+      cookie: `os_session=${b.cookie}`,
+      headers: xhr,
+    });
+    expect(out.status).toBe(204);
+    expect((await t.http.get('/app/api/accounts/me', { cookie: `os_session=${b.cookie}` })).status).toBe(401);
+    const me = await t.http.get('/app/api/accounts/me', { cookie: `os_session=${a.cookie}` });
+    expect([me.status, me.json.id]).toEqual([200, a.accountId]);
+    const audit = await t.http.get('/v1/accounts/me/audit?kind=sessions.revoked', { token: a.token });
+    expect(audit.json.data).toEqual([]);
+  });
 });

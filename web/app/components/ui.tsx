@@ -1,5 +1,5 @@
 import { cloneElement, isValidElement, type ComponentChildren } from 'preact';
-import { useState } from 'preact/hooks';
+import { useRef, useState } from 'preact/hooks';
 import type { ApiError } from '../api.ts';
 
 /** The five sensor states, each with a label and a shape besides its colour (never colour alone). */
@@ -12,8 +12,19 @@ export const STATES = {
 } as const;
 export type SensorState = keyof typeof STATES;
 
-export function StateBadge({ state }: { state: string }) {
-  const s = STATES[state as SensorState] ?? { label: state, shape: '?' };
+/** The label and shape a state is shown with (see StateBadge). */
+export function stateLook(state: string, ruleEnabled?: boolean): { label: string; shape: string } {
+  const known = STATES[state as SensorState] ?? { label: state, shape: '?' };
+  return state === 'silent' && ruleEnabled === false ? { ...known, label: 'Rule off' } : known;
+}
+
+/**
+ * A state as a badge. `silent` has two causes: a silence window, or a rule switched off (a signal
+ * or a battery without bounds); with `ruleEnabled` false it says "Rule off", so nobody looks for a
+ * silence that does not exist.
+ */
+export function StateBadge({ state, ruleEnabled }: { state: string; ruleEnabled?: boolean }) {
+  const s = stateLook(state, ruleEnabled);
   return (
     <span class={`badge state-${state}`}>
       <span aria-hidden="true">{s.shape}</span> {s.label}
@@ -119,20 +130,32 @@ export function SelectField(props: {
 
 /** A secret or URL shown once, with a button that copies it. */
 export function CopyValue({ label, value }: { label: string; value: string }) {
-  const [copied, setCopied] = useState(false);
+  const [copied, setCopied] = useState<'copied' | 'selected' | null>(null);
+  const code = useRef<HTMLElement>(null);
+  // The clipboard API exists on secure pages only (HTTPS or localhost) and may be refused: then
+  // the value is selected, so Ctrl+C (or the phone's own Copy) takes it.
+  const select = () => {
+    const range = document.createRange();
+    range.selectNodeContents(code.current!);
+    const selection = window.getSelection();
+    selection?.removeAllRanges();
+    selection?.addRange(range);
+    setCopied('selected');
+  };
+  const copy = () => {
+    if (!navigator.clipboard) return select();
+    navigator.clipboard.writeText(value).then(() => setCopied('copied'), select);
+  };
   return (
     <div class="copy-value">
       <span class="copy-label">{label}</span>
-      <code>{value}</code>
-      <button
-        type="button"
-        onClick={() => {
-          void navigator.clipboard?.writeText(value).then(() => setCopied(true));
-        }}
-        aria-label={`Copy ${label}`}
-      >
-        {copied ? 'Copied' : 'Copy'}
+      <code ref={code}>{value}</code>
+      <button type="button" onClick={copy} aria-label={`Copy ${label}`}>
+        {copied === 'copied' ? 'Copied' : 'Copy'}
       </button>
+      <span role="status" class="muted small">
+        {copied === 'selected' ? 'Selected: copy it with Ctrl+C (or your phone’s Copy).' : ''}
+      </span>
     </div>
   );
 }

@@ -228,7 +228,7 @@ function MoveDevice({
       setDone(
         moved.site_id === to
           ? `Moved to ${target}.`
-          : `The move to ${target} is planned for ${at.toLocaleString()}; readings from then on count there.`,
+          : `The move to ${target} is planned for ${at.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' })}; readings from then on count there.`,
       );
       onMoved(moved);
     } catch (err) {
@@ -393,7 +393,7 @@ export function DevicePage() {
             <p class="muted">No sensors yet: they appear with the device's first reading.</p>
           ) : (
             <div class="table-wrap">
-              <table>
+              <table class="list-on-phone compact">
                 <caption class="visually-hidden">Sensors of {deviceName(device)}</caption>
                 <thead>
                   <tr>
@@ -406,14 +406,16 @@ export function DevicePage() {
                 <tbody>
                   {sensors.map((s) => (
                     <tr key={s.id} data-sensor={s.id}>
-                      <td>
+                      <td class="row-title">
                         <a href={`/app/sensors/${seg(s.id)}`}>{sensorName(s)}</a>
                       </td>
-                      <td class="value">{formatValue(s.last_value, s.unit)}</td>
-                      <td>
-                        <StateBadge state={s.state} />
+                      <td data-label="Value" class="value">
+                        {formatValue(s.last_value, s.unit)}
                       </td>
-                      <td>
+                      <td data-label="State">
+                        <StateBadge state={s.state} ruleEnabled={s.rule_enabled} />
+                      </td>
+                      <td data-label="Updated">
                         <Ago ts={s.last_ts} now={now} />
                       </td>
                     </tr>

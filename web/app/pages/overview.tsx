@@ -1,15 +1,7 @@
 import { all, api, seg } from '../api.ts';
+import { alarmTitle } from '../components/alarm-bits.tsx';
 import { LiveStatus } from '../components/live-status.tsx';
-import {
-  Ago,
-  ErrorBox,
-  Loading,
-  SeverityBadge,
-  STATES,
-  StateBadge,
-  Time,
-  type SensorState,
-} from '../components/ui.tsx';
+import { Ago, ErrorBox, Loading, SeverityBadge, StateBadge, stateLook, Time } from '../components/ui.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
 import { useLive, useLiveCopies, useNow } from '../live.ts';
 import { HEALTH_KINDS, sensorName } from '../site-helpers.ts';
@@ -18,6 +10,8 @@ import { deviceName, formatValue, type AlarmEvent, type Device, type Sensor, typ
 /** The order of attention: a site or sensor in alarm comes before one in grace, and so on. */
 const URGENCY: Record<string, number> = { alarm: 0, grace: 1, no_data: 2, silent: 3, ok: 4 };
 const urgency = (state: string) => URGENCY[state] ?? 9;
+/** A sensor whose rule is off (no bounds: a humidity kept for the record) comes after the judged ones. */
+const sensorUrgency = (s: Sensor) => (s.state === 'silent' && !s.rule_enabled ? 5 : urgency(s.state));
 
 /**
  * What the overview lists: the sensors of the place (temperature, humidity...), and a device's
@@ -46,24 +40,33 @@ async function loadSites(): Promise<Loaded> {
 const loadOpenAlarms = async () =>
   (await api.get<{ data: AlarmEvent[] }>('/events?state=open&limit=100')).data;
 
-/** "2 alarm · 5 ok" as badges, most urgent first. */
+/** "2 alarm · 5 ok" as badges, most urgent first, labelled as the sensors' own badges are. */
 function StateCounts({ sensors }: { sensors: Sensor[] }) {
-  const counts = new Map<string, number>();
-  for (const s of sensors) counts.set(s.state, (counts.get(s.state) ?? 0) + 1);
+  const counts = new Map<string, { state: string; ruleEnabled: boolean; n: number }>();
+  for (const s of sensors) {
+    const ruleOff = s.state === 'silent' && !s.rule_enabled;
+    const key = ruleOff ? 'rule_off' : s.state;
+    const c = counts.get(key) ?? { state: s.state, ruleEnabled: !ruleOff, n: 0 };
+    counts.set(key, { ...c, n: c.n + 1 });
+  }
   if (counts.size === 0)
     return <p class="muted">No sensors yet: they appear with a device's first reading.</p>;
   return (
     <ul class="state-counts" aria-label="Sensors by state">
       {[...counts]
-        .sort(([a], [b]) => urgency(a) - urgency(b))
-        .map(([state, n]) => (
-          <li key={state}>
-            <span class={`badge state-${state}`}>
-              <span aria-hidden="true">{STATES[state as SensorState]?.shape ?? '?'}</span> {n}{' '}
-              {STATES[state as SensorState]?.label ?? state}
-            </span>
-          </li>
-        ))}
+        .sort(
+          ([, a], [, b]) => (a.ruleEnabled ? urgency(a.state) : 5) - (b.ruleEnabled ? urgency(b.state) : 5),
+        )
+        .map(([key, c]) => {
+          const look = stateLook(c.state, c.ruleEnabled);
+          return (
+            <li key={key}>
+              <span class={`badge state-${c.state}`}>
+                <span aria-hidden="true">{look.shape}</span> {c.n} {look.label}
+              </span>
+            </li>
+          );
+        })}
     </ul>
   );
 }
@@ -104,10 +107,10 @@ export function Overview() {
   const views = (data?.sites ?? []).map((site) => {
     const rows = sensors
       .filter((s) => devices.get(s.device_id)?.site_id === site.id && shownHere(s))
-      .sort((a, b) => urgency(a.state) - urgency(b.state) || sensorName(a).localeCompare(sensorName(b)));
+      .sort((a, b) => sensorUrgency(a) - sensorUrgency(b) || sensorName(a).localeCompare(sensorName(b)));
     const offline = [...devices.values()].filter((d) => d.site_id === site.id && !d.online).length;
     const deviceCount = [...devices.values()].filter((d) => d.site_id === site.id).length;
-    return { site, rows, offline, deviceCount, worst: Math.min(9, ...rows.map((r) => urgency(r.state))) };
+    return { site, rows, offline, deviceCount, worst: Math.min(9, ...rows.map(sensorUrgency)) };
   });
   views.sort((a, b) => a.worst - b.worst || a.site.name.localeCompare(b.site.name));
   const siteName = new Map((data?.sites ?? []).map((s) => [s.id, s.name]));
@@ -141,7 +144,7 @@ export function Overview() {
                     {device && ` · ${deviceName(device)}`}
                     {sensor && ` · ${sensorName(sensor)}`}
                   </a>{' '}
-                  <span>{e.kind.replace(/_/g, ' ')}</span>
+                  <span>{alarmTitle(e, sensor?.unit)}</span>
                   {e.peak_value !== null && sensor && (
                     <span class="muted"> · peak {formatValue(e.peak_value, sensor.unit)}</span>
                   )}{' '}
@@ -212,7 +215,7 @@ export function Overview() {
                           </td>
                           <td class="value">{formatValue(sensor.last_value, sensor.unit)}</td>
                           <td>
-                            <StateBadge state={sensor.state} />{' '}
+                            <StateBadge state={sensor.state} ruleEnabled={sensor.rule_enabled} />{' '}
                             <SeverityBadge severity={sensor.alert_severity} />
                           </td>
                         </tr>

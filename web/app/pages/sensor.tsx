@@ -65,6 +65,13 @@ export function SensorPage() {
     }
   });
 
+  // A silence or a recompute can change the state (`silent`, or alarms found again): the sensor
+  // is read again with the chart, whether or not the stream says so.
+  const changed = () => {
+    setVersion((v) => v + 1);
+    api.get<Sensor>(`/sensors/${seg(id)}`).then(setSensor, () => undefined);
+  };
+
   if (ctx.error && !ctx.data) return <ErrorBox error={ctx.error} />;
   if (!ctx.data || !current) return <Loading />;
   const { device, site } = ctx.data;
@@ -80,7 +87,8 @@ export function SensorPage() {
       </div>
       <p class="sensor-now">
         <span class="big-value">{formatValue(current.last_value, current.unit)}</span>{' '}
-        <StateBadge state={current.state} /> <SeverityBadge severity={current.alert_severity} />{' '}
+        <StateBadge state={current.state} ruleEnabled={current.rule_enabled} />{' '}
+        <SeverityBadge severity={current.alert_severity} />{' '}
         <span class="muted">
           last reading <Ago ts={current.last_ts} />
         </span>
@@ -88,8 +96,8 @@ export function SensorPage() {
       <ChartSection sensor={current} label={sensorName({ sensor: current, device })} version={version} />
       <RuleForm sensor={current} onSaved={setSensor} />
       <AlertRules sensor={current} siteId={site.id} />
-      <Silences sensor={current} onChange={() => setVersion((v) => v + 1)} />
-      <Recompute sensor={current} onDone={() => setVersion((v) => v + 1)} />
+      <Silences sensor={current} onChange={changed} />
+      <Recompute sensor={current} onDone={changed} />
     </>
   );
 }

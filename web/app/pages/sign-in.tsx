@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { useLocation } from 'preact-iso';
 import { api, ApiError } from '../api.ts';
 import { ErrorBox, Field } from '../components/ui.tsx';
@@ -25,6 +25,11 @@ export function SignIn() {
   const [error, setError] = useState<ApiError | null>(null);
   const [busy, setBusy] = useState(false);
   const next = safeNext(query.next);
+  // The address form is gone once the code is sent: the keyboard's focus moves on to the code.
+  const codeInput = useRef<HTMLInputElement>(null);
+  useEffect(() => {
+    if (sent) codeInput.current?.focus();
+  }, [sent]);
 
   const requestCode = async (e: Event) => {
     e.preventDefault();
@@ -95,6 +100,7 @@ export function SignIn() {
           <Field id="code" label="Code" error={codeMessage} hint="Six characters, like ABC-DEF">
             <input
               id="code"
+              ref={codeInput}
               autocomplete="one-time-code"
               autocapitalize="characters"
               spellcheck={false}

@@ -45,7 +45,7 @@ function Health({ sensor }: { sensor: Sensor | undefined }) {
       {(sensor.state === 'alarm' || sensor.state === 'grace') && (
         <>
           {' '}
-          <StateBadge state={sensor.state} />
+          <StateBadge state={sensor.state} ruleEnabled={sensor.rule_enabled} />
         </>
       )}
       {sensor.alert_severity && (
@@ -218,7 +218,7 @@ export function SitePage() {
             </p>
           ) : (
             <div class="table-wrap">
-              <table>
+              <table class="list-on-phone compact">
                 <caption class="visually-hidden">Sensors of {site.name}</caption>
                 <thead>
                   <tr>
@@ -232,15 +232,18 @@ export function SitePage() {
                 <tbody>
                   {placeSensors.map((s) => (
                     <tr key={s.id} data-sensor={s.id}>
-                      <td>
+                      <td class="row-title">
                         <a href={`/app/sensors/${seg(s.id)}`}>{sensorName(s)}</a>
                       </td>
-                      <td>{deviceName(deviceById.get(s.device_id)!)}</td>
-                      <td class="value">{formatValue(s.last_value, s.unit)}</td>
-                      <td>
-                        <StateBadge state={s.state} /> <SeverityBadge severity={s.alert_severity} />
+                      <td data-label="Device">{deviceName(deviceById.get(s.device_id)!)}</td>
+                      <td data-label="Value" class="value">
+                        {formatValue(s.last_value, s.unit)}
                       </td>
-                      <td>
+                      <td data-label="State">
+                        <StateBadge state={s.state} ruleEnabled={s.rule_enabled} />{' '}
+                        <SeverityBadge severity={s.alert_severity} />
+                      </td>
+                      <td data-label="Updated">
                         <Ago ts={s.last_ts} now={now} />
                       </td>
                     </tr>
@@ -261,7 +264,7 @@ export function SitePage() {
             </p>
           ) : (
             <div class="table-wrap">
-              <table>
+              <table class="list-on-phone compact">
                 <caption class="visually-hidden">Devices of {site.name}</caption>
                 <thead>
                   <tr>
@@ -276,22 +279,22 @@ export function SitePage() {
                 <tbody>
                   {devices.map((d) => (
                     <tr key={d.id} data-device={d.id}>
-                      <td>
+                      <td class="row-title">
                         <a href={`/app/devices/${seg(d.id)}`}>{deviceName(d)}</a>
                       </td>
-                      <td>
+                      <td data-label="Status">
                         <OnlineBadge online={d.online} />
                       </td>
-                      <td>
+                      <td data-label="Last seen">
                         <Ago ts={d.last_seen_at} now={now} />
                       </td>
-                      <td class="value">
+                      <td data-label="Battery" class="value">
                         <Health sensor={health(d, 'battery')} />
                       </td>
-                      <td class="value">
+                      <td data-label="Signal" class="value">
                         <Health sensor={health(d, 'signal')} />
                       </td>
-                      <td>{d.model}</td>
+                      <td data-label="Model">{d.model}</td>
                     </tr>
                   ))}
                 </tbody>
