@@ -296,7 +296,6 @@ const ODD_TYPES = [
  * sometimes), so generated ingest reaches the write, the journal and the rule engine instead of
  * stopping at `device_not_in_token` or `out_of_range`.
  */
-
 function acceptedIngestOf(world: FuzzWorld): fc.Arbitrary<unknown> {
   const measurement = fc.constantFrom(...MEASUREMENT_KINDS).chain((type) => {
     const volts = type === 'battery' ? fc.boolean() : fc.constant(false);
@@ -315,7 +314,9 @@ function acceptedIngestOf(world: FuzzWorld): fc.Arbitrary<unknown> {
   return fc.record(
     {
       device: fc.constant(world.deviceLocalId),
-      ts: fc.integer({ min: 0, max: 86_400_000 }).map((ago) => new Date(Date.now() - ago).toISOString()),
+      ts: fc
+        .integer({ min: 0, max: 86_400_000 })
+        .map((ago) => new Date(world.startedAtMs - ago).toISOString()),
       measurements: fc.array(measurement, { minLength: 1, maxLength: MAX_MEASUREMENTS }),
     },
     { requiredKeys: ['device', 'measurements'] },

@@ -23,6 +23,8 @@ export interface FuzzWorld {
   deviceId: string;
   /** The device's `local_id`: what an ingest body names for the device token's own device. */
   deviceLocalId: string;
+  /** When the world was made (ms): generated times count back from it, so a seed replays the same bodies. */
+  startedAtMs: number;
   integrationToken: string;
   integrationId: string;
   bridge: BridgeBundle;
@@ -68,6 +70,7 @@ export async function startFuzzWorld(db: DbKind): Promise<FuzzWorld> {
     deviceToken: device.ingest_token,
     deviceId: device.id,
     deviceLocalId: device.local_id,
+    startedAtMs: Date.now(),
     integrationToken: made.token,
     integrationId: made.id,
     bridge,

@@ -385,6 +385,8 @@ describe.each(DATABASES)('dashboard sites and devices (%s)', (db) => {
         expect(silence.id).toMatch(/^sil_/);
       }
     }
+    // The rule engine judges the new readings and silences before the page is read.
+    await t.cloud.services.rules.drain();
     for (const viewport of ['desktop', 'phone'] as const) {
       const ctx = viewport === 'desktop' ? context : await newContext(browser, t.url, 'phone');
       if (ctx !== context) await ctx.addCookies(await context.cookies());

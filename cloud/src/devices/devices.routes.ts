@@ -62,7 +62,7 @@ export interface DeviceRoutesDeps {
   sites: SitesRepository;
   mqtt: BridgeConnections & Pick<MqttBridge, 'identifyPayload'>;
   /** What owners publish about their devices (the `public` field). */
-  publicApi: Pick<PublicService, 'settingsOf' | 'merged' | 'save' | 'deviceRemoved'>;
+  publicApi: Pick<PublicService, 'settingsOf' | 'merged' | 'save' | 'deviceRemoved' | 'dropCachedAnswers'>;
 }
 
 export function deviceRoutes(s: DeviceRoutesDeps): RouteDef[] {
@@ -182,8 +182,13 @@ export function deviceRoutes(s: DeviceRoutesDeps): RouteDef[] {
       errors: ['device_not_found'],
       handler: async (req) => {
         const id = param(req, 'device_id');
-        // Its pins leave the public API's caches on every replica, in the delete's transaction.
-        await devices.delete(userOf(req.ctx), id, (trx) => publicApi.deviceRemoved(id, trx));
+        // Its pins leave the public API: the epoch grows in the delete's transaction (every replica),
+        // this process's cached answers go after the commit.
+        let wasPublic = false;
+        await devices.delete(userOf(req.ctx), id, async (trx) => {
+          wasPublic = await publicApi.deviceRemoved(id, trx);
+        });
+        if (wasPublic) publicApi.dropCachedAnswers();
         return { status: 204 };
       },
     },

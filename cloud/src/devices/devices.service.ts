@@ -4,12 +4,12 @@ import { DEVICE_TOKEN_PREFIX } from '../auth/authenticator.ts';
 import { hashSecret } from '../auth/secrets.ts';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
-import { Conflict, notFound, Unprocessable } from '../errors.ts';
+import { Conflict, notFound } from '../errors.ts';
 import type { UserPrincipal } from '../http/context.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
 import { isUniqueViolation, type Db } from '../storage/database.ts';
 import type { DeviceRow, DevicesRepository } from './devices.repository.ts';
-import { findModel, modelOf } from './models.ts';
+import { modelOf, requireModel } from './models.ts';
 import { insertDevice, newDeviceRow } from './auto-create.ts';
 
 export interface IssuedToken {
@@ -67,12 +67,7 @@ export class DevicesService {
     try {
       await db.transaction().execute(async (trx) => {
         if (!(await sites.find(trx, by.accountId, input.site_id))) throw notFound('site');
-        if (!findModel(input.model)) {
-          throw new Unprocessable(
-            'unknown_model',
-            `model ${JSON.stringify(input.model)} is not supported; see GET /v1/models`,
-          );
-        }
+        requireModel(input.model);
         if (await devices.findByLocalId(trx, input.site_id, input.local_id)) throw localIdTaken();
         await insertDevice(trx, this.deps, row, by.userId);
       });
@@ -123,10 +118,10 @@ export class DevicesService {
     }
   }
 
-  /** Deletes the device and revokes its token; its measurements stay until retention. */
   /**
-   * Deletes a device. `alsoInTransaction` runs in the same transaction (the public API's epoch), so
-   * what depends on the device being there changes with it or not at all.
+   * Deletes the device and revokes its token; its measurements stay until retention.
+   * `alsoInTransaction` runs in the same transaction (the public API's epoch), so what depends on
+   * the device being there changes with it or not at all.
    */
   async delete(by: UserPrincipal, id: string, alsoInTransaction?: (trx: Db) => Promise<void>): Promise<void> {
     const { db, clock, devices, audit } = this.deps;

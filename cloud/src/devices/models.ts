@@ -1,3 +1,4 @@
+import { Unprocessable } from '../errors.ts';
 /**
  * The supported device models (docs/api/resources.md). `identify` says whether `cmd/identify` (or an
  * equivalent downlink) makes the device blink.
@@ -39,6 +40,18 @@ const BY_NAME = new Map(DEVICE_MODELS.map((m) => [m.model, m]));
 
 export function findModel(model: string): DeviceModel | undefined {
   return BY_NAME.get(model);
+}
+
+/** The model named, or 422 `unknown_model`. */
+export function requireModel(model: string): DeviceModel {
+  const found = BY_NAME.get(model);
+  if (!found) {
+    throw new Unprocessable(
+      'unknown_model',
+      `model ${JSON.stringify(model)} is not supported; see GET /v1/models`,
+    );
+  }
+  return found;
 }
 
 export function modelOf(model: string): DeviceModel {

@@ -6,7 +6,7 @@ import { hashSecret } from '../auth/secrets.ts';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { notFound, Unprocessable } from '../errors.ts';
-import { findModel } from '../devices/models.ts';
+import { requireModel } from '../devices/models.ts';
 import type { UserPrincipal } from '../http/context.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
@@ -26,13 +26,19 @@ export const DEFAULT_MODEL: Record<IntegrationKind, string> = {
 };
 
 /**
- * Whether a model suits an integration's devices: a LoRaWAN model for a network server, a Shelly
- * for Shelly URL actions.
+ * The model an integration's devices get, checked: 422 `unknown_model`, or 422
+ * `model_not_for_integration` unless it is a LoRaWAN model for a network server or a Shelly for
+ * Shelly URL actions.
  */
-function modelFitsKind(kind: IntegrationKind, model: string): boolean {
-  const found = findModel(model);
-  if (!found) return false;
-  return kind === 'shelly' ? found.vendor === 'Shelly' : found.ingest_url_kind === 'lorawan';
+function requireModelFor(kind: IntegrationKind, model: string): void {
+  const found = requireModel(model);
+  const fits = kind === 'shelly' ? found.vendor === 'Shelly' : found.ingest_url_kind === 'lorawan';
+  if (!fits) {
+    throw new Unprocessable(
+      'model_not_for_integration',
+      `model ${model} is not a ${kind === 'shelly' ? 'Shelly' : 'LoRaWAN'} model`,
+    );
+  }
 }
 
 /** The model of the devices an integration creates. */
@@ -114,20 +120,7 @@ export class IntegrationsService {
     };
     await db.transaction().execute(async (trx) => {
       if (!(await sites.find(trx, by.accountId, input.site_id))) throw notFound('site');
-      if (input.model !== undefined && !findModel(input.model)) {
-        throw new Unprocessable(
-          'unknown_model',
-          `model ${JSON.stringify(input.model)} is not supported; see GET /v1/models`,
-        );
-      }
-      if (input.model !== undefined && !modelFitsKind(input.kind, input.model)) {
-        throw new Unprocessable(
-          'model_not_for_integration',
-          input.kind === 'shelly'
-            ? `model ${input.model} is not a Shelly model`
-            : `model ${input.model} is not a LoRaWAN model`,
-        );
-      }
+      if (input.model !== undefined) requireModelFor(input.kind, input.model);
       await integrations.insert(trx, row);
       await audit.record(trx, {
         accountId: by.accountId,

@@ -100,13 +100,19 @@ export class PublicService {
   }
 
   /**
-   * A device is gone (deleted, in `trx`): if it was public, every cached answer that may show it is
-   * stale. This process forgets its own answers at once; a replica sees the epoch at its next request.
+   * A device is being deleted (in `trx`): if it was public, the epoch grows with the delete, so every
+   * replica's cached answers that may show it are stale from its commit on. Answers whether it was
+   * public: then the caller calls `dropCachedAnswers` after the commit.
    */
-  async deviceRemoved(deviceId: string, trx: Db): Promise<void> {
+  async deviceRemoved(deviceId: string, trx: Db): Promise<boolean> {
     const settings = await this.deps.publicRepository.settings(trx, deviceId);
-    if (settings?.enabled !== 1) return;
+    if (settings?.enabled !== 1) return false;
     await this.deps.publicRepository.bumpEpoch(trx);
+    return true;
+  }
+
+  /** Forgets this process's cached public answers (after a committed change of what is public). */
+  dropCachedAnswers(): void {
     this.deps.onChange();
   }
 
