@@ -115,6 +115,7 @@ const IGNORED = new Set([
   'direction',
   'unixtime',
   'switch',
+  'colour',
 ]);
 
 export interface MappedObject {

@@ -102,6 +102,11 @@ const LPP_TYPES: Record<number, LppType> = {
   0x83: { name: 'energy', size: 4, read: (b, o) => b.readUInt32BE(o) / 1000 },
   0x84: { name: 'direction', size: 2, read: (b, o) => b.readUInt16BE(o) },
   0x85: { name: 'unixTime', size: 4, read: (b, o) => b.readUInt32BE(o) },
+  0x87: {
+    name: 'colour',
+    size: 3,
+    read: (b, o) => ({ r: b.readUInt8(o), g: b.readUInt8(o + 1), b: b.readUInt8(o + 2) }),
+  },
   0x8e: { name: 'switch', size: 1, read: (b, o) => b.readUInt8(o) },
 };
 

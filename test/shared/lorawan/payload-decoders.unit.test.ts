@@ -98,6 +98,11 @@ describe('Cayenne LPP, against the vectors of the LPP reference', () => {
     });
     expect(lines(object)).toEqual(['temperature/3=27.2 °C']);
     expect(measurementsFromObject(object).unknown).toEqual([]);
+    // Colour (0x87, three bytes of red, green and blue) is passed too.
+    const coloured = decodeCayenneLpp(hex('02 87 FF 80 00 03 67 01 10'));
+    expect(coloured).toEqual({ colour: { '2': { r: 255, g: 128, b: 0 } }, temperatureSensor: { '3': 27.2 } });
+    expect(lines(coloured)).toEqual(['temperature/3=27.2 °C']);
+    expect(measurementsFromObject(coloured).unknown).toEqual([]);
   });
 
   it('stops at an unknown type or a truncated value, keeping the channels before it', () => {
