@@ -182,8 +182,22 @@ export class AlertRulesService {
    * already had are not looked up again.
    */
   private async checkChatUrls(notify: NotifyInput, known: readonly string[]): Promise<void> {
-    for (const url of new Set(chatUrlsOf(notify)))
-      if (!known.includes(url)) await checkWebhookHost(parseWebhookUrl(url), this.deps.allowPrivateTargets);
+    const checked = new Set(known);
+    for (const [i, step] of notify.steps.entries()) {
+      for (const [j, { url }] of step.chat.entries()) {
+        if (checked.has(url)) continue;
+        checked.add(url);
+        try {
+          await checkWebhookHost(parseWebhookUrl(url), this.deps.allowPrivateTargets);
+        } catch (err) {
+          // The dashboard shows the message beside the field the details name.
+          if (!(err instanceof Unprocessable)) throw err;
+          throw new Unprocessable(err.code, err.message, [
+            { path: `notify.steps.${i}.chat.${j}.url`, message: err.message },
+          ]);
+        }
+      }
+    }
   }
 
   /** 404 for a site, channel, user or webhook that is not the account's; 422 for a bad range. */

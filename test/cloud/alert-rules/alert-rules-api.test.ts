@@ -134,6 +134,8 @@ describe.each(DATABASES)('alert rule routes on %s', (db) => {
       { token: w.user.token },
     );
     expect([patch.status, patch.json.error.code]).toEqual([422, 'invalid_webhook_url']);
+    // The details name the field, so the dashboard shows the message beside it.
+    expect(patch.json.error.details[0].path).toBe('notify.steps.0.chat.0.url');
     expect((await w.t.http.get(`/v1/alert-rules/${created.json.id}`, { token: w.user.token })).json).toEqual(
       created.json,
     );
