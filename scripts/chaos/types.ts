@@ -1,7 +1,7 @@
 import type { DbKind } from '../../test/helpers/databases.ts';
 
 /**
- * The contract between `npm run chaos` (scripts/chaos.ts), its scenarios and the checker
+ * The contract between `npm run chaos` (scripts/chaos.ts, scripts/chaos/run.ts), its scenarios and the checker
  * (docs/reliability.md, "Chaos"). A scenario sends readings while it injects faults, records what
  * each sender was told (acknowledged or not), then reads back what the cloud's API returns.
  */
@@ -51,6 +51,8 @@ export interface Scenario {
   name: string;
   /** What it does, one line, for the table's legend. */
   description: string;
+  /** The databases it applies to (a PostgreSQL outage has no SQLite form); all when absent. */
+  databases?: DbKind[];
   run(options: ScenarioOptions): Promise<ScenarioResult>;
 }
 
