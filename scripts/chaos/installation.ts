@@ -59,7 +59,8 @@ async function freshDatabase(
   dataDir: string,
   postgresUrl: string | undefined,
 ): Promise<{ url: string; drop(): Promise<void> }> {
-  if (db === 'sqlite') return { url: `sqlite:${path.join(dataDir, 'cloud.db')}`, drop: async () => undefined };
+  if (db === 'sqlite')
+    return { url: `sqlite:${path.join(dataDir, 'cloud.db')}`, drop: async () => undefined };
   if (!postgresUrl) throw new Error('PostgreSQL needs TEST_DATABASE_URL (or a server of the scenario)');
   const name = `chaos_${randomBytes(5).toString('hex')}`;
   const admin = new pg.Client({ connectionString: postgresUrl });
@@ -264,7 +265,7 @@ export function micros(iso: string): number {
 export async function storedKeys(inst: Installation): Promise<string[]> {
   const http = new HttpClient(inst.url);
   const localIds = new Map<string, string>();
-  for (let cursor: string | null = null; ; ) {
+  for (let cursor: string | null = null; ;) {
     const page = await http.get(
       `/v1/devices?account_id=me&limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
       { token: inst.adminToken },

@@ -20,11 +20,11 @@ function diesWith(cloud: CloudRun): Promise<never> {
  */
 export const pgOutage: Scenario = {
   name: 'pg-outage',
-  description: "PostgreSQL stopped and started under HTTP + MQTT ingest, the cloud not restarted",
+  description: 'PostgreSQL stopped and started under HTTP + MQTT ingest, the cloud not restarted',
   databases: ['postgres'],
   async run(options: ScenarioOptions): Promise<ScenarioResult> {
     const faults = options.faults ?? (options.full ? 20 : 2);
-    const downMs = options.durationMs ?? (options.full ? 10_000 : 1500);
+    const downMs = options.durationMs ?? (options.full ? 10_000 : 1000);
     const rand = random(options.seed);
     const server = await startPostgresServer();
     let stopping: Promise<void> = Promise.resolve();
@@ -39,7 +39,7 @@ export const pgOutage: Scenario = {
       died.catch(() => undefined);
       load = new Load(inst, { httpSenders: 4, mqttSenders: 4 });
       load.start();
-      await Promise.race([load.acksMore(20), died]);
+      await Promise.race([load.acksMore(options.full ? 20 : 10), died]);
       const recoveries: number[] = [];
       let refusedWhileDown = 0;
       for (let i = 0; i < faults; i++) {
@@ -56,11 +56,13 @@ export const pgOutage: Scenario = {
         await Promise.race([server.start(), died]);
         const startedDb = performance.now();
         recoveries.push((await Promise.race([acked, died])) - startedDb);
-        await Promise.race([load.acksMore(8), died]);
+        await Promise.race([load.acksMore(options.full ? 8 : 4), died]);
         load.outage = false;
-        options.log(`outage ${i + 1}/${faults}: acknowledging again ${Math.round(recoveries.at(-1)!)} ms after the start`);
+        options.log(
+          `outage ${i + 1}/${faults}: acknowledging again ${Math.round(recoveries.at(-1)!)} ms after the start`,
+        );
       }
-      await Promise.race([load.acksMore(20), died]);
+      await Promise.race([load.acksMore(options.full ? 20 : 10), died]);
       await load.stop();
       const outcome = await result(this.name, options, inst, load, {
         faults,
