@@ -12,6 +12,8 @@ import { failures, formatTable, runScenarios, scenarioNamed, SCENARIOS, writeRes
  * JSON under chaos-results/, and exits 1 when anything acknowledged was lost, stored twice or never
  * sent, or on a 5xx the scenario does not allow.
  */
+// Interrupted: exit, so that the cloud processes of the run are killed with it (installation.ts).
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(130));
 const { values } = parseArgs({
   options: {
     scenarios: { type: 'string', default: SCENARIOS.map((s) => s.name).join(',') },

@@ -154,6 +154,12 @@ export async function prepareInstallation(options: {
   }
 }
 
+/** Cloud processes started and not ended: killed when this process exits, so none is left behind. */
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of live) child.kill('SIGKILL');
+});
+
 /** One process of the cloud. */
 export interface CloudRun {
   child: ChildProcess;
@@ -185,6 +191,8 @@ export async function startCloud(inst: Installation, env: Record<string, string>
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  live.add(child);
+  child.on('exit', () => live.delete(child));
   const errors = { count: 0, first: [] as string[] };
   const exited = new Promise<number | string>((resolve) =>
     child.on('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')),
@@ -260,9 +268,10 @@ export function micros(iso: string): number {
 /**
  * What the cloud's API says is stored: every measurement of the account, from the account export
  * (`POST /v1/accounts/me/export`, its `measurements.csv`), as `readingKey`s of the device's local
- * id (from `GET /v1/devices`), the measurement type and its time. A key appears once per stored row.
+ * id (from `GET /v1/devices`), the measurement type and its time (or, `by: 'value'`, its value, for
+ * readings whose time the gateway stamps). A key appears once per stored row.
  */
-export async function storedKeys(inst: Installation): Promise<string[]> {
+export async function storedKeys(inst: Installation, by: 'ts' | 'value' = 'ts'): Promise<string[]> {
   const http = new HttpClient(inst.url);
   const localIds = new Map<string, string>();
   for (let cursor: string | null = null; ;) {
@@ -288,13 +297,14 @@ export async function storedKeys(inst: Installation): Promise<string[]> {
   const lines = stdout.split('\n');
   const header = lines[0]!.split(',');
   const at = (name: string) => header.indexOf(name);
-  const [ts, device, type] = [at('ts'), at('device_id'), at('type')];
+  const [ts, device, type, value] = [at('ts'), at('device_id'), at('type'), at('value')];
   const keys: string[] = [];
   for (const line of lines.slice(1)) {
     if (!line) continue;
     // The columns read here hold ids, types and times: never a comma or a quote.
     const cells = line.split(',');
-    keys.push(readingKey(localIds.get(cells[device]!) ?? cells[device]!, cells[type]!, micros(cells[ts]!)));
+    const localId = localIds.get(cells[device]!) ?? cells[device]!;
+    keys.push(readingKey(localId, cells[type]!, by === 'ts' ? micros(cells[ts]!) : Number(cells[value]!)));
   }
   return keys;
 }

@@ -3,12 +3,13 @@ import path from 'node:path';
 import type { DbKind } from '../../test/helpers/databases.ts';
 import { ROOT } from '../../test/helpers/process.ts';
 import { cloudKill } from './cloud-kill.ts';
+import { gatewayKill } from './gateway-kill.ts';
 import { overload } from './overload.ts';
 import { pgOutage } from './pg-outage.ts';
 import type { Scenario, ScenarioOptions, ScenarioResult } from './types.ts';
 
 /** Every scenario `npm run chaos` knows, in the order it runs them. */
-export const SCENARIOS: Scenario[] = [cloudKill, pgOutage, overload];
+export const SCENARIOS: Scenario[] = [gatewayKill, cloudKill, pgOutage, overload];
 
 export function scenarioNamed(name: string): Scenario {
   const found = SCENARIOS.find((s) => s.name === name);

@@ -8,7 +8,7 @@ import type { DbKind } from '../../test/helpers/databases.ts';
 
 /** One reading as a sender sent it. `key` identifies it across sender, cloud and checker. */
 export interface SentReading {
-  /** `${deviceLocalId}/${channel}/${tsMicros}`, see `readingKey`. */
+  /** `${deviceLocalId}/${channel}/${tsMicros}` (or the value), see `readingKey`. */
   key: string;
   /** True once the sender was told it was accepted: HTTP 2xx, PUBACK 0x00, the gateway's acceptance. */
   acknowledged: boolean;
@@ -56,6 +56,7 @@ export interface Scenario {
   run(options: ScenarioOptions): Promise<ScenarioResult>;
 }
 
-export function readingKey(deviceLocalId: string, channel: string, tsMicros: number | bigint): string {
-  return `${deviceLocalId}/${channel}/${tsMicros}`;
+/** `at`: the reading's time in microseconds, or its value where the sender does not know the time. */
+export function readingKey(deviceLocalId: string, channel: string, at: number | bigint): string {
+  return `${deviceLocalId}/${channel}/${at}`;
 }
