@@ -29,7 +29,11 @@ describe('connection errors of node-postgres', () => {
     ]) {
       expect(isConnectionError(new Error(message))).toBe(true);
       const answer = toApiError(new Error(message));
-      expect([answer.status, answer.code, answer.headers?.['Retry-After']]).toEqual([503, 'db_unavailable', '2']);
+      expect([answer.status, answer.code, answer.headers?.['Retry-After']]).toEqual([
+        503,
+        'db_unavailable',
+        '2',
+      ]);
     }
     expect(isConnectionError(Object.assign(new Error('x'), { code: '57P01' }))).toBe(true);
     expect(isConnectionError(new Error('syntax error at or near "x"'))).toBe(false);
@@ -57,7 +61,11 @@ if (process.env.TEST_DATABASE_URL) {
       // exception without a listener).
       await terminate(td.url, [pid]);
       const failed = await eventually(
-        () => client.query('SELECT 1').then(() => null, (err: unknown) => err),
+        () =>
+          client.query('SELECT 1').then(
+            () => null,
+            (err: unknown) => err,
+          ),
         'the ended connection to fail a query',
         30_000,
       );
