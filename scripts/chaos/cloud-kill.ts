@@ -15,7 +15,7 @@ export const cloudKill: Scenario = {
   async run(options: ScenarioOptions): Promise<ScenarioResult> {
     const faults = options.faults ?? (options.full ? 100 : 2);
     // Load between kills: a random time up to this, after the first acknowledgement of the new process.
-    const maxUpMs = options.durationMs ?? (options.full ? 3000 : 500);
+    const maxUpMs = options.durationMs ?? (options.full ? 3000 : 300);
     const rand = random(options.seed);
     const inst = await prepareInstallation({ db: options.db, httpDevices: 4 });
     const startedAt = performance.now();

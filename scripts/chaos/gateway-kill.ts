@@ -37,7 +37,7 @@ export const gatewayKill: Scenario = {
   databases: ['sqlite'],
   async run(options: ScenarioOptions): Promise<ScenarioResult> {
     const faults = options.faults ?? (options.full ? 1000 : 2);
-    const maxUpMs = options.durationMs ?? (options.full ? 2000 : 500);
+    const maxUpMs = options.durationMs ?? (options.full ? 2000 : 300);
     const rand = random(options.seed);
     const inst = await prepareInstallation({ db: options.db, httpDevices: 0 });
     const dir = tempDir('sm-chaos-gw-');
@@ -85,7 +85,7 @@ export const gatewayKill: Scenario = {
           await sleep(20);
         }
       };
-      await acksAtLeast(options.full ? 400 : 100);
+      await acksAtLeast(options.full ? 400 : 50);
       cloud = await startCloud(inst);
       const recoveries: number[] = [];
       for (let i = 0; i < faults; i++) {

@@ -38,14 +38,14 @@ export const overload: Scenario = {
   name: 'overload',
   description: `${FACTOR}x the sustainable HTTP ingest rate, open loop; answers only 2xx/429/503, memory bounded`,
   async run(options: ScenarioOptions): Promise<ScenarioResult> {
-    const overloadMs = options.durationMs ?? (options.full ? 60_000 : 2500);
-    const measureMs = options.full ? 10_000 : 1500;
+    const overloadMs = options.durationMs ?? (options.full ? 60_000 : 2000);
+    const measureMs = options.full ? 10_000 : 1000;
     const inst = await prepareInstallation({ db: options.db, httpDevices: DEVICES });
     const startedAt = performance.now();
     const cloud = await startCloud(inst);
     const sender = new Sender(inst, cloud);
     try {
-      await sender.closedLoop(MEASURE_SENDERS, options.full ? 2000 : 500); // warm up: channels made, statements prepared
+      await sender.closedLoop(MEASURE_SENDERS, options.full ? 2000 : 300); // warm up: channels made, statements prepared
       const before = await sender.closedLoop(MEASURE_SENDERS, measureMs);
       const rssBefore = cloud.rss();
       const rate = before * FACTOR;

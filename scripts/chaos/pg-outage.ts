@@ -24,7 +24,7 @@ export const pgOutage: Scenario = {
   databases: ['postgres'],
   async run(options: ScenarioOptions): Promise<ScenarioResult> {
     const faults = options.faults ?? (options.full ? 20 : 2);
-    const downMs = options.durationMs ?? (options.full ? 10_000 : 1000);
+    const downMs = options.durationMs ?? (options.full ? 10_000 : 700);
     const rand = random(options.seed);
     const server = await startPostgresServer();
     let stopping: Promise<void> = Promise.resolve();
@@ -43,7 +43,7 @@ export const pgOutage: Scenario = {
       const recoveries: number[] = [];
       let refusedWhileDown = 0;
       for (let i = 0; i < faults; i++) {
-        await sleep(rand() * 1000);
+        await sleep(rand() * (options.full ? 1000 : 300));
         load.outage = true;
         stopping = server.stop();
         await Promise.race([stopping, died]);
