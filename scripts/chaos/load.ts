@@ -149,8 +149,9 @@ export class Load {
           status = response.status;
           text = await response.text();
           retryAfter = response.headers.get('retry-after');
-        } catch {
-          this.count('connection error');
+        } catch (err) {
+          const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+          this.count(`connection error (${cause?.code ?? cause?.message ?? (err as Error).name})`);
           this.record(key, false);
           await this.pause(50);
           continue;
