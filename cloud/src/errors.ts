@@ -81,9 +81,14 @@ export class PayloadTooLarge extends ApiError {
   }
 }
 
+/** How long a client is told to wait after a 503 `db_unavailable` (a database restart takes seconds). */
+export const DB_UNAVAILABLE_RETRY_SECONDS = 2;
+
 export class DatabaseUnavailable extends ApiError {
   constructor() {
-    super(503, 'db_unavailable', 'the database is unavailable; retry with backoff');
+    super(503, 'db_unavailable', 'the database is unavailable; retry with backoff', undefined, {
+      'Retry-After': String(DB_UNAVAILABLE_RETRY_SECONDS),
+    });
   }
 }
 

@@ -1,14 +1,14 @@
 import type { DbKind } from '../../test/helpers/databases.ts';
 
 /**
- * The contract between `npm run chaos` (scripts/chaos.ts), its scenarios and the checker
+ * The contract between `npm run chaos` (scripts/chaos.ts, scripts/chaos/run.ts), its scenarios and the checker
  * (docs/reliability.md, "Chaos"). A scenario sends readings while it injects faults, records what
  * each sender was told (acknowledged or not), then reads back what the cloud's API returns.
  */
 
 /** One reading as a sender sent it. `key` identifies it across sender, cloud and checker. */
 export interface SentReading {
-  /** `${deviceLocalId}/${channel}/${tsMicros}`, see `readingKey`. */
+  /** `${deviceLocalId}/${channel}/${tsMicros}` (or the value), see `readingKey`. */
   key: string;
   /** True once the sender was told it was accepted: HTTP 2xx, PUBACK 0x00, the gateway's acceptance. */
   acknowledged: boolean;
@@ -51,9 +51,12 @@ export interface Scenario {
   name: string;
   /** What it does, one line, for the table's legend. */
   description: string;
+  /** The databases it applies to (a PostgreSQL outage has no SQLite form); all when absent. */
+  databases?: DbKind[];
   run(options: ScenarioOptions): Promise<ScenarioResult>;
 }
 
-export function readingKey(deviceLocalId: string, channel: string, tsMicros: number | bigint): string {
-  return `${deviceLocalId}/${channel}/${tsMicros}`;
+/** `at`: the reading's time in microseconds, or its value where the sender does not know the time. */
+export function readingKey(deviceLocalId: string, channel: string, at: number | bigint): string {
+  return `${deviceLocalId}/${channel}/${at}`;
 }

@@ -142,6 +142,14 @@ async function openPostgres(url: string, options: OpenOptions): Promise<Database
   pool.on('error', () => {
     // An idle client lost its connection; the pool replaces it. Queries in flight see their own error.
   });
+  pool.on('connect', (client) => {
+    // A client checked out of the pool (a transaction, the ingest store's unit of work) whose
+    // connection ends (the server stopped or restarted) emits 'error' whether or not a query is in
+    // flight; without a listener that is an uncaught exception and the whole process goes down. The
+    // query in flight, and any later one on that client, fails with its own error (answered 503
+    // `db_unavailable`), and the pool discards the client when it is released.
+    client.on('error', () => undefined);
+  });
   const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool }) });
   return {
     dialect: 'postgres',
@@ -201,7 +209,6 @@ export function isUniqueViolation(err: unknown): boolean {
   return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
 }
 
-/** The database could not be reached (connection refused, reset, or the pool timed out). */
 /**
  * Text the database cannot store: PostgreSQL refuses U+0000 in text (22021) and JSON (22P05).
  * Inputs are checked before they reach a query; this catches any path that was missed.
@@ -211,15 +218,35 @@ export function isUnstorableText(err: unknown): boolean {
   return code === '22021' || code === '22P05';
 }
 
+/**
+ * node-postgres' errors for a connection that ended or never came up (the server stopped, a backend
+ * was terminated, the pool's connect timed out), which carry no code.
+ */
+const PG_CONNECTION_MESSAGES = [
+  'Connection terminated',
+  'Client has encountered a connection error and is not queryable',
+  'Client was closed and is not queryable',
+  'timeout exceeded when trying to connect',
+];
+
+/**
+ * The database could not be reached: connection refused, reset or ended, the server shutting down or
+ * starting (57P01-57P03), or the pool timed out.
+ */
 export function isConnectionError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string') return false;
+  if (typeof code !== 'string') {
+    // node-postgres gives its own connection failures no code, only these messages.
+    const message = err instanceof Error ? err.message : '';
+    return PG_CONNECTION_MESSAGES.some((m) => message.startsWith(m));
+  }
   return [
     'ECONNREFUSED',
     'ECONNRESET',
     'ETIMEDOUT',
     'EPIPE',
     '57P01',
+    '57P02',
     '57P03',
     '08006',
     '08001',
