@@ -69,7 +69,7 @@ function syncDir(dir: string): void {
 function withInstalledBundle(text: string, source: string): string {
   const doc = YAML.parseDocument(text);
   if (doc.errors.length) throw new EnrolError(`${source} is not valid YAML: ${doc.errors[0]!.message}`);
-  if (doc.contents === null || doc.contents === undefined) doc.contents = doc.createNode({});
+  if (doc.contents === null) return YAML.stringify({ uplink: { bundle: `./${BOOT_BUNDLE}` } });
   if (!YAML.isMap(doc.contents)) throw new EnrolError(`${source}: expected a mapping of settings`);
   doc.setIn(['uplink', 'bundle'], `./${BOOT_BUNDLE}`);
   return doc.toString();
