@@ -24,7 +24,8 @@ export interface LedgerEntry {
   device: string;
   kind: string;
   label: string | null;
-  value: number;
+  /** null: the observer does not know the value (a real device's codec): only the time is checked. */
+  value: number | null;
   /** The reading's own time, ms since the epoch, when the device sends one; null: the gateway's receive time. */
   ts: number | null;
   accepted: boolean;
@@ -80,7 +81,7 @@ function checkDevice(entries: LedgerEntry[], points: CloudPoint[]): DeviceCheck 
     for (const p of points) {
       seen.set(p.ts, (seen.get(p.ts) ?? 0) + 1);
       const sent = sentByTs.get(p.ts);
-      if (!sent || !same(sent.value, p.value)) result.unexpected++;
+      if (!sent || (sent.value !== null && !same(sent.value, p.value))) result.unexpected++;
     }
     for (const n of seen.values()) if (n > 1) result.duplicated += n - 1;
     for (const e of accepted) if (!seen.has(e.ts!)) result.lost++;
@@ -94,9 +95,10 @@ function checkDevice(entries: LedgerEntry[], points: CloudPoint[]): DeviceCheck 
     pool.splice(i, 1);
     return true;
   };
-  const acceptedPool = accepted.map((e) => e.value);
-  const unackedPool = entries.filter((e) => !e.accepted).map((e) => e.value);
-  const allSent = entries.map((e) => e.value);
+  const valueOf = (e: LedgerEntry) => e.value ?? Number.NaN;
+  const acceptedPool = accepted.map(valueOf);
+  const unackedPool = entries.filter((e) => !e.accepted).map(valueOf);
+  const allSent = entries.map(valueOf);
   for (const p of points) {
     if (take(acceptedPool, p.value) || take(unackedPool, p.value)) continue;
     if (allSent.some((v) => same(v, p.value))) result.duplicated++;

@@ -74,7 +74,7 @@ export const LONG: Timeline = {
 
 export interface RigResult {
   ok: boolean;
-  mode: 'emulated';
+  mode: 'emulated' | 'physical';
   timeline: Timeline;
   gateway: 'sources' | 'bundle';
   /** How the WAN was degraded (netns.ts). */
@@ -93,18 +93,22 @@ export interface RigResult {
   failures: string[];
 }
 
-type Status = {
+export type Status = {
   buffer: { depth: number };
   uplink: { state: string; connects: number };
   collectors: Record<string, { state: string; accepted: number; refused: number; lost: number }>;
 };
 
 /** The gateway process ended while the rig waited on it: no point waiting longer. */
-class GatewayExited extends Error {}
+export class GatewayExited extends Error {}
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | null | false>): Promise<T> {
+export async function until<T>(
+  what: string,
+  timeoutMs: number,
+  probe: () => Promise<T | null | false>,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown = null;
   for (;;) {
@@ -124,7 +128,12 @@ async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T 
 }
 
 /** The gateway, started in its namespace with `ip netns exec`; its JSON log lines to `logFile`. */
-function startGateway(net: RigNetwork, configFile: string, bundle: boolean, logFile: string): ChildProcess {
+export function startGateway(
+  net: RigNetwork,
+  configFile: string,
+  bundle: boolean,
+  logFile: string,
+): ChildProcess {
   const node = [process.execPath, '--max-old-space-size=64', '--max-semi-space-size=2'];
   const program = bundle
     ? [path.join(ROOT, 'dist/gateway/gateway.mjs')]
