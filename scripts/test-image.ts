@@ -18,7 +18,9 @@ import { freePort, setUpAccount } from './bench/lib.ts';
  *    the image's FAT boot partition (mtools, as a laptop would), and the gateway takes them;
  * 2. the status page, through a forwarded port, says the uplink is connected;
  * 3. a reading from an emulated Shelly H&T Gen1 (through a second forwarded port) reaches the cloud
- *    and is returned by its REST API.
+ *    and is returned by its REST API;
+ * 4. after power-off, the card read back (mtools, debugfs): the files are gone from the boot
+ *    partition, and the bundle is on the data partition, mode 0600, owned by the gateway's user.
  *
  * Slow (arm64 emulated on x86): minutes. Prints each step with its time; the serial console goes
  * to `--console FILE` (default: a temporary file, shown when a step fails).
@@ -168,6 +170,40 @@ async function main(): Promise<void> {
       return points.find((p) => p.value === 21.25) ?? null;
     });
     say(`the cloud's API returns it: ${point.ts} temperature ${point.value}`);
+
+    // Power off, then read the card as a laptop would: the key left the boot partition and sits on
+    // the data partition, mode 0600, owned by the gateway's user.
+    const exited = new Promise((r) => qemu.once('exit', r));
+    qemu.kill('SIGKILL');
+    await exited;
+    const onBoot = (f: string) => {
+      try {
+        execFileSync('mtype', ['-i', `${disk}@@${bootOffset}`, `::/${f}`], { stdio: 'pipe' });
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    if (onBoot('bridge.json') || onBoot('gateway.yaml'))
+      throw new Error('the files are still on the boot partition');
+    const dataOffset = table.partitiontable.partitions[2]!.start * 512;
+    // -c: read-only, without the bitmaps, which the power cut left unflushed (the journal replays at boot).
+    const debugfs = (command: string) =>
+      execFileSync('debugfs', ['-c', '-R', command, `${disk}?offset=${dataOffset}`], {
+        encoding: 'utf8',
+        stdio: 'pipe',
+        env: { ...process.env, DEBUGFS_PAGER: '__none__' },
+      });
+    const stat = debugfs('stat /config/bridge.json');
+    const mode = /Mode:\s+(\d+)/.exec(stat)?.[1];
+    const user = Number(/User:\s+(\d+)/.exec(stat)?.[1]);
+    if (mode !== '0600' || !(user > 0)) throw new Error(`/config/bridge.json: mode ${mode}, user ${user}`);
+    const installed = JSON.parse(debugfs('cat /config/bridge.json')) as { key_pem: string };
+    if (installed.key_pem !== (bundle as { key_pem: string }).key_pem)
+      throw new Error('the installed bundle differs');
+    say(
+      `enrolled: the boot partition no longer holds the files; the data partition's config/bridge.json is mode ${mode}, user ${user}`,
+    );
     ok = true;
   } catch (err) {
     say(`FAILED: ${err instanceof Error ? err.message : String(err)}`);
