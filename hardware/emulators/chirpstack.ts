@@ -55,14 +55,15 @@ export class ChirpstackEmulator {
     this.applicationId = options.applicationId ?? randomUUID();
   }
 
-  /** A broker on 127.0.0.1:`port` standing in for the network server's Mosquitto; returns its URL. */
+  /** A broker on `host`:`port` standing in for the network server's Mosquitto; returns its URL. */
   async serveBroker(port = 0, host = '127.0.0.1'): Promise<string> {
     const broker = await Aedes.createBroker();
     const server = net.createServer((s) => broker.handle(s));
     await new Promise<void>((resolve) => server.listen(port, host, () => resolve()));
     this.broker = broker;
     this.server = server;
-    return `mqtt://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+    return `mqtt://${shown}:${(server.address() as AddressInfo).port}`;
   }
 
   async connect(brokerUrl = this.options.brokerUrl): Promise<void> {

@@ -152,8 +152,11 @@ export class Uplink {
     this.conn = null;
     this.deps.status.uplink.inflight = 0;
     // Handlers of this connection check `this.conn === conn`, so they fall silent from here on
-    // (mqtt.js' own listeners must stay: removing them leaves the client unable to end).
-    conn.client.end(true);
+    // (mqtt.js' own listeners must stay: removing them leaves the client unable to end). The client
+    // ends on the next turn of the event loop: this often runs inside mqtt.js' own loop over its
+    // in-flight messages (their callbacks, called with "Connection closed" when a keepalive times
+    // out), and ending the client there empties that list under the loop, which then throws.
+    setImmediate(() => conn.client.end(true));
     if (this.stopped) return;
     const { reconnectMinMs, reconnectMaxMs } = this.deps.config;
     const random = this.deps.random ?? Math.random;
