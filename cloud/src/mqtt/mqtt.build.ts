@@ -33,7 +33,7 @@ export function buildMqtt(deps: {
   bridges: BridgesService;
 } {
   const { db, clock, config, log, audit, sites, devicesRepository, ingest } = deps;
-  const pki = new BridgePki({ config: config.pki, clock, log: log.child({ module: 'pki' }) });
+  const pki = new BridgePki({ config: config.pki, clock, log: log.child({ module: 'pki' }), db });
   const bridgesRepository = new BridgesRepository();
   const mqtt = new MqttBridge({
     db,

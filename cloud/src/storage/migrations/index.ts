@@ -12,6 +12,7 @@ import { reportSchedules } from './0010_report_schedules.ts';
 import { integrations } from './0011_integrations.ts';
 import { publicApi } from './0012_public.ts';
 import { alertRules } from './0013_alert_rules.ts';
+import { cluster } from './0014_cluster.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
@@ -32,4 +33,5 @@ export const MIGRATIONS: readonly Migration[] = [
   integrations,
   publicApi,
   alertRules,
+  cluster,
 ];
