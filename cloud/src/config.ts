@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import proxyaddr from 'proxy-addr';
+import type { RedisSettings } from './mqtt/cluster.ts';
 import type { PkiConfig } from './pki/pki.ts';
 
 /**
@@ -32,6 +33,13 @@ const EnvSchema = z.object({
   PKI_CA_KEY_FILE: z.string().min(1).optional(),
   MQTT_TLS_CERT_FILE: z.string().min(1).optional(),
   MQTT_TLS_KEY_FILE: z.string().min(1).optional(),
+  REDIS_URL: z
+    .url({ protocol: /^rediss?$/, error: 'must be redis://host[:port][/db] or rediss://...' })
+    .optional(),
+  REDIS_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_:.-]{1,64}$/, 'must be 1 to 64 letters, digits, _ : . or -')
+    .default('sm:'),
   DATA_DIR: z.string().min(1).default('./data'),
   DATABASE_URL: z
     .string()
@@ -111,8 +119,13 @@ export interface Config {
   readonly mqttHost: string;
   /** MQTT_URL: what bridges are told to connect to; null = mqtts://<BASE_URL host>:<MQTT port>. */
   readonly mqttUrl: string | null;
-  /** The service CA and the MQTT server certificate (configured files, or made in $DATA_DIR/pki). */
+  /** The service CA and the MQTT server certificate (configured files, or kept in the database). */
   readonly pki: PkiConfig;
+  /**
+   * REDIS_URL and REDIS_PREFIX: the clustered MQTT bridge (sessions, retained messages and publishes
+   * shared by every replica through Redis); null: the bridge is this process's alone.
+   */
+  readonly redis: RedisSettings | null;
   readonly dataDir: string;
   /** `postgres://...` or `sqlite:<absolute file>` */
   readonly databaseUrl: string;
@@ -198,6 +211,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       serverKeyFile: e.MQTT_TLS_KEY_FILE ? path.resolve(e.MQTT_TLS_KEY_FILE) : null,
       serverHosts: [...new Set(tlsHosts)],
     }),
+    redis: e.REDIS_URL ? Object.freeze({ url: e.REDIS_URL, prefix: e.REDIS_PREFIX }) : null,
     dataDir,
     databaseUrl: e.DATABASE_URL ?? `sqlite:${path.join(dataDir, 'cloud.db')}`,
     baseUrl,

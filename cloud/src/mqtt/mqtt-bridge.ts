@@ -40,6 +40,7 @@ import {
   scopeClientId,
   stripWillDelay,
 } from './aedes-compat.ts';
+import { clusterPieces, type ClusterPieces, type RedisSettings } from './cluster.ts';
 import { ReceiveTimes } from './receive-times.ts';
 import { publishAnswerFor } from './reason-codes.ts';
 
@@ -128,6 +129,7 @@ const BRIDGE_CIPHERS = [
 
 export class MqttBridge implements BridgeConnections {
   private broker: Aedes | null = null;
+  private cluster: ClusterPieces | null = null;
   private server: tls.Server | null = null;
   private sweep: NodeJS.Timeout | null = null;
   private stopping: Promise<void> | null = null;
@@ -157,6 +159,8 @@ export class MqttBridge implements BridgeConnections {
       devices: BridgeDevices;
       ingest: Ingest;
       hub: NotificationHub;
+      /** The clustered bridge's Redis; null: aedes keeps sessions and routes publishes in this process. */
+      redis: RedisSettings | null;
     },
   ) {
     // Heard even with the listener off: a revoked bridge is then refused if it starts later.
@@ -167,8 +171,13 @@ export class MqttBridge implements BridgeConnections {
 
   /** Listens on `port` (0: any free port) with the PKI's server certificate and CA. */
   async start(port: number, host: string): Promise<void> {
-    const { pki, log } = this.deps;
+    const { pki, log, redis } = this.deps;
+    const cluster = redis
+      ? clusterPieces(redis, (err) => log.error({ err }, 'MQTT bridge: Redis failed'))
+      : null;
+    this.cluster = cluster;
     const broker = await Aedes.createBroker({
+      ...(cluster ? { mq: cluster.mq, persistence: cluster.persistence } : {}),
       maximumPacketSize: MAX_PACKET_BYTES,
       preConnect: (client, packet, cb) => {
         guardSubscriptionNames(client);
@@ -246,7 +255,7 @@ export class MqttBridge implements BridgeConnections {
     this.server = server;
     this.sweep = setInterval(() => void this.sweepConnections(), SWEEP_MS);
     this.sweep.unref();
-    log.info({ port: this.port }, 'MQTT bridge listening');
+    log.info({ port: this.port, clustered: cluster !== null }, 'MQTT bridge listening');
   }
 
   /** MQTT connections of authenticated bridges now open (read by `GET /metrics`). */
@@ -280,6 +289,7 @@ export class MqttBridge implements BridgeConnections {
     }
     await closed;
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+    await this.cluster?.close();
     await this.presence;
     await this.deps.bridges
       .absent(this.deps.db, this.replicaId)
@@ -689,14 +699,7 @@ export class MqttBridge implements BridgeConnections {
   ): Promise<boolean> {
     const broker = this.broker;
     if (!broker || this.stopping) return false;
-    let reachable = false;
-    for (const [bridgeId, clients] of this.byBridge) {
-      if (clients.size === 0 || this.revoked.has(bridgeId)) continue;
-      const conn = this.identities.get([...clients][0]!);
-      if (conn?.identity.accountId === device.accountId && conn.identity.siteId === device.siteId)
-        reachable = true;
-    }
-    if (!reachable) return false;
+    if (!(await this.reachable(device))) return false;
     await new Promise<void>((resolve, reject) =>
       broker.publish(
         {
@@ -717,6 +720,27 @@ export class MqttBridge implements BridgeConnections {
       ),
     );
     return true;
+  }
+
+  /**
+   * Whether a bridge of the device's site is connected: to this process, or, when the bridge is
+   * clustered (the publish reaches every replica's broker), to any replica.
+   */
+  private async reachable(device: { accountId: string; siteId: string }): Promise<boolean> {
+    for (const [bridgeId, clients] of this.byBridge) {
+      if (clients.size === 0 || this.revoked.has(bridgeId)) continue;
+      const conn = this.identities.get([...clients][0]!);
+      if (conn?.identity.accountId === device.accountId && conn.identity.siteId === device.siteId)
+        return true;
+    }
+    if (!this.cluster) return false;
+    const { db, bridges, clock } = this.deps;
+    return bridges.siteReachable(
+      db,
+      device.accountId,
+      device.siteId,
+      clock.nowMicros() - PRESENCE_STALE_MS * 1000,
+    );
   }
 
   /** The identify command payload (docs/api/mqtt.md, "Identify"). */

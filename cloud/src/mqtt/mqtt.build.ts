@@ -52,6 +52,7 @@ export function buildMqtt(deps: {
     }),
     ingest,
     hub,
+    redis: config.redis,
   });
   const bridges = new BridgesService({
     db,
