@@ -1,7 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
 import proxyaddr from 'proxy-addr';
-import type { RedisSettings } from './mqtt/cluster.ts';
 import type { PkiConfig } from './pki/pki.ts';
 
 /**
@@ -101,6 +100,14 @@ const EnvSchema = z.object({
 });
 
 export type Env = z.input<typeof EnvSchema>;
+
+/** Where the clustered MQTT bridge keeps its shared state (cloud/src/mqtt/cluster.ts). */
+export interface RedisSettings {
+  /** `redis://[:password@]host[:port][/db]` or `rediss://...` */
+  readonly url: string;
+  /** Prefix of every key the bridge writes, so installations (or tests) can share one Redis. */
+  readonly prefix: string;
+}
 
 export interface RateLimits {
   readonly mgmtPerMin: number;

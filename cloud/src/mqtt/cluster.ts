@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { Readable } from 'node:stream';
 import { Redis } from 'ioredis';
 import mqemitterRedis from 'mqemitter-redis';
+import type { RedisSettings } from '../config.ts';
 
 /**
  * The MQTT bridge's distributed pieces when REDIS_URL is set (docs/design/mqtt.md, "Replicas"):
@@ -11,12 +12,6 @@ import mqemitterRedis from 'mqemitter-redis';
  * that reconnects to another replica resumes its session there. Without REDIS_URL aedes keeps all of
  * it in the process.
  */
-export interface RedisSettings {
-  /** `redis://[:password@]host[:port][/db]` or `rediss://...` */
-  url: string;
-  /** Prefix of every key the persistence writes, so installations (or tests) can share one Redis. */
-  prefix: string;
-}
 
 /** aedes 2 wants the persistence's async interface, which the package's main export wraps in callbacks. */
 const require = createRequire(import.meta.url);

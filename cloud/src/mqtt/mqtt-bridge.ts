@@ -17,6 +17,7 @@ import { formatSeconds } from '../../../shared/time.ts';
 import type { BridgeDevices, BridgeIdentity } from '../bridges/bridge-devices.ts';
 import type { BridgesRepository } from '../bridges/bridges.repository.ts';
 import type { Clock } from '../clock.ts';
+import type { RedisSettings } from '../config.ts';
 import { ApiError, Forbidden, InvalidRequest } from '../errors.ts';
 import { toApiError } from '../ingest/ingest.core.ts';
 import type { Ingest } from '../ingest/ingest.types.ts';
@@ -40,7 +41,7 @@ import {
   scopeClientId,
   stripWillDelay,
 } from './aedes-compat.ts';
-import { clusterPieces, type ClusterPieces, type RedisSettings } from './cluster.ts';
+import { clusterPieces, type ClusterPieces } from './cluster.ts';
 import { ReceiveTimes } from './receive-times.ts';
 import { publishAnswerFor } from './reason-codes.ts';
 
