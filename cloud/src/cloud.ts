@@ -64,7 +64,11 @@ export class Cloud {
     let database;
     try {
       createDataDir(config.dataDir);
-      database = await openDatabase(config.databaseUrl, this.options.database);
+      database = await openDatabase(config.databaseUrl, {
+        ...this.options.database,
+        onNotifyError: (err) =>
+          log.warn({ err }, 'notify channel between replicas failed (it reconnects by itself)'),
+      });
     } catch (err) {
       this.server.close();
       throw err;
@@ -72,6 +76,13 @@ export class Cloud {
     warnIfReadableByOthers([config.dataDir, ...sqliteFiles(config.databaseUrl)], log);
     await ensureMeasurementPartitions(database, clock.nowMicros(), log);
     this.services = buildServices({ config, clock, log, database, jobPollMs: this.options.jobPollMs });
+    try {
+      await this.services.hub.start();
+    } catch (err) {
+      await database.close();
+      this.server.close();
+      throw err;
+    }
     const { app, routes, dashboardRoutes } = createApp(this.services);
     this.routes = routes;
     this.dashboardRoutes = dashboardRoutes;
@@ -188,6 +199,7 @@ export class Cloud {
           this.services?.log.error({ err }, 'the last ingest fold failed (the next start folds it)'),
         );
       await this.services.jobs.stop();
+      await this.services.hub.stop();
       this.services.mailer.close();
       await this.services.database.close();
     }

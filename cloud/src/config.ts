@@ -32,6 +32,13 @@ const EnvSchema = z.object({
   PKI_CA_KEY_FILE: z.string().min(1).optional(),
   MQTT_TLS_CERT_FILE: z.string().min(1).optional(),
   MQTT_TLS_KEY_FILE: z.string().min(1).optional(),
+  REDIS_URL: z
+    .url({ protocol: /^rediss?$/, error: 'must be redis://host[:port][/db] or rediss://...' })
+    .optional(),
+  REDIS_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_:.-]{1,64}$/, 'must be 1 to 64 letters, digits, _ : . or -')
+    .default('sm:'),
   DATA_DIR: z.string().min(1).default('./data'),
   DATABASE_URL: z
     .string()
@@ -94,6 +101,14 @@ const EnvSchema = z.object({
 
 export type Env = z.input<typeof EnvSchema>;
 
+/** Where the clustered MQTT bridge keeps its shared state (cloud/src/mqtt/cluster.ts). */
+export interface RedisSettings {
+  /** `redis://[:password@]host[:port][/db]` or `rediss://...` */
+  readonly url: string;
+  /** Prefix of every key the bridge writes, so installations (or tests) can share one Redis. */
+  readonly prefix: string;
+}
+
 export interface RateLimits {
   readonly mgmtPerMin: number;
   readonly ingestPerMin: number;
@@ -111,8 +126,13 @@ export interface Config {
   readonly mqttHost: string;
   /** MQTT_URL: what bridges are told to connect to; null = mqtts://<BASE_URL host>:<MQTT port>. */
   readonly mqttUrl: string | null;
-  /** The service CA and the MQTT server certificate (configured files, or made in $DATA_DIR/pki). */
+  /** The service CA and the MQTT server certificate (configured files, or kept in the database). */
   readonly pki: PkiConfig;
+  /**
+   * REDIS_URL and REDIS_PREFIX: the clustered MQTT bridge (sessions, retained messages and publishes
+   * shared by every replica through Redis); null: the bridge is this process's alone.
+   */
+  readonly redis: RedisSettings | null;
   readonly dataDir: string;
   /** `postgres://...` or `sqlite:<absolute file>` */
   readonly databaseUrl: string;
@@ -198,6 +218,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       serverKeyFile: e.MQTT_TLS_KEY_FILE ? path.resolve(e.MQTT_TLS_KEY_FILE) : null,
       serverHosts: [...new Set(tlsHosts)],
     }),
+    redis: e.REDIS_URL ? Object.freeze({ url: e.REDIS_URL, prefix: e.REDIS_PREFIX }) : null,
     dataDir,
     databaseUrl: e.DATABASE_URL ?? `sqlite:${path.join(dataDir, 'cloud.db')}`,
     baseUrl,

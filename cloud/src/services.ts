@@ -10,7 +10,7 @@ import { buildExport } from './export/export.build.ts';
 import { buildHealth } from './health/health.build.ts';
 import { buildIngest } from './ingest/ingest.build.ts';
 import { buildLive } from './live/live.build.ts';
-import { InProcessHub } from './hub/notification-hub.ts';
+import { ChannelHub } from './hub/notification-hub.ts';
 import { buildIntegrations } from './integrations/integrations.build.ts';
 import { JobQueue } from './jobs/job-queue.ts';
 import { IdempotencyStore } from './limits/idempotency.ts';
@@ -43,8 +43,7 @@ export interface ServicesDeps {
 
 /**
  * What every resource may build on: configuration, clock, logger, the database, mail, jobs, limits,
- * and the hub of change notifications (one process's; replicas would share one through Redis or
- * PostgreSQL behind the same interface).
+ * and the hub of change notifications (shared by the replicas through the database's notify channel).
  */
 function buildPlatform(deps: ServicesDeps) {
   const { config, clock, log, database } = deps;
@@ -65,7 +64,8 @@ function buildPlatform(deps: ServicesDeps) {
   });
   const idempotency = new IdempotencyStore({ db, clock });
   const hubLog = log.child({ module: 'hub' });
-  const hub = new InProcessHub({
+  const hub = new ChannelHub({
+    channel: database.notify,
     onError: (err, topic) => hubLog.error({ err, topic }, 'hub listener failed'),
   });
   return { config, clock, log, database, db, mailer, jobs, rateLimiter, idempotency, hub };

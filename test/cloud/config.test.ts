@@ -35,6 +35,7 @@ describe('loadConfig', () => {
         serverKeyFile: null,
         serverHosts: ['localhost', '127.0.0.1', '::1'],
       },
+      redis: null,
       dataDir,
       databaseUrl: `sqlite:${path.join(dataDir, 'cloud.db')}`,
       baseUrl: 'http://localhost:8080',
@@ -95,6 +96,8 @@ describe('loadConfig', () => {
       PKI_CA_KEY_FILE: '/etc/monitor/ca.key',
       MQTT_TLS_CERT_FILE: '/etc/monitor/server.crt',
       MQTT_TLS_KEY_FILE: '/etc/monitor/server.key',
+      REDIS_URL: 'redis://:secret@redis.example.com:6379/2',
+      REDIS_PREFIX: 'monitor:',
     });
     expect(config).toEqual({
       port: 0,
@@ -110,6 +113,7 @@ describe('loadConfig', () => {
         serverKeyFile: '/etc/monitor/server.key',
         serverHosts: ['mqtt.example.com', '10.0.0.5'],
       },
+      redis: { url: 'redis://:secret@redis.example.com:6379/2', prefix: 'monitor:' },
       dataDir: '/var/lib/monitor',
       databaseUrl: 'postgresql://monitor@db:5432/monitor',
       baseUrl: 'https://api.example.com',

@@ -5,7 +5,7 @@ import type { Clock } from '../../cloud/src/clock.ts';
 import { loadConfig } from '../../cloud/src/config.ts';
 import { createLogger } from '../../cloud/src/logger.ts';
 import type { SentMail } from '../../cloud/src/mail/mailer.ts';
-import { testDatabase, type DbKind, type TestDatabase } from './databases.ts';
+import { tempDir, testDatabase, type DbKind, type TestDatabase } from './databases.ts';
 import { HttpClient } from './http.ts';
 import { describeLeaks, SecretWatch } from './secrets.ts';
 
@@ -35,17 +35,23 @@ export async function startTestCloud(
     env?: Record<string, string>;
     clock?: Clock;
     sameDatabaseAs?: TestCloud;
+    /**
+     * Another process of the installation on a database that belongs to the caller (who disposes of
+     * it), with a data directory of its own, as replicas on separate machines have.
+     */
+    replicaOf?: TestDatabase;
     /** Start the MQTT bridge on a free port (`cloud.mqttPort`); MQTT_PORT stays 0 otherwise. */
     mqtt?: boolean;
   } = {},
 ): Promise<TestCloud> {
-  const shared = options.sameDatabaseAs?.database;
+  const shared = options.sameDatabaseAs?.database ?? options.replicaOf;
   const database = shared ?? testDatabase(options.db ?? 'sqlite');
+  const ownDataDir = options.replicaOf ? tempDir('sm-replica-') : null;
   const config = loadConfig({
     PORT: '0',
     HOST: '127.0.0.1',
     MQTT_PORT: '0',
-    DATA_DIR: database.dataDir,
+    DATA_DIR: ownDataDir ?? database.dataDir,
     DATABASE_URL: database.url,
     LOG_LEVEL: 'info',
     ...options.env,
@@ -92,6 +98,7 @@ export async function startTestCloud(
     stop: async () => {
       await cloud.stop();
       if (!shared) await database.dispose();
+      if (ownDataDir) fs.rmSync(ownDataDir, { recursive: true, force: true });
       const leaks = secrets.leaks(logs);
       if (leaks.length > 0) throw new Error(`secrets in logs or error bodies:\n${describeLeaks(leaks)}`);
     },

@@ -30,13 +30,16 @@ export async function createBridge(
   return answer.json;
 }
 
-export function mqttUrl(t: TestCloud): string {
-  return `mqtts://127.0.0.1:${t.cloud.mqttPort}`;
+/** A cloud in this process, or the `mqtts://` URL of one elsewhere (a spawned replica, a balancer). */
+export type MqttTarget = TestCloud | string;
+
+export function mqttUrl(t: MqttTarget): string {
+  return typeof t === 'string' ? t : `mqtts://127.0.0.1:${t.cloud.mqttPort}`;
 }
 
 /** Connects with the bundle's certificate (MQTT 5 unless told otherwise); rejects when refused. */
 export async function connectBridge(
-  t: TestCloud,
+  t: MqttTarget,
   bundle: Pick<BridgeBundle, 'cert_pem' | 'key_pem' | 'ca_pem'> | null,
   options: IClientOptions = {},
 ): Promise<MqttClient> {
@@ -104,7 +107,7 @@ export async function closeClient(client: MqttClient | undefined): Promise<void>
  * after the client thinks the handshake is over), which `connectAsync` never reports.
  */
 export function tryConnect(
-  t: TestCloud,
+  t: MqttTarget,
   bundle: Pick<BridgeBundle, 'cert_pem' | 'key_pem' | 'ca_pem'> | null,
   options: IClientOptions = {},
 ): Promise<{ outcome: 'connected' | 'refused' | 'error' | 'closed'; code?: number; message?: string }> {

@@ -59,4 +59,63 @@ export class BridgesRepository {
     if (ids.length === 0) return;
     await db.updateTable('bridges').set({ last_seen_at: now }).where('id', 'in', ids).execute();
   }
+
+  /** Records that process `replicaId` holds a live connection of the bridge now. */
+  async present(db: Db, bridgeId: string, replicaId: string, now: number): Promise<void> {
+    await db
+      .insertInto('bridge_presence')
+      .values({ bridge_id: bridgeId, replica_id: replicaId, seen_at: now })
+      .onConflict((oc) => oc.columns(['bridge_id', 'replica_id']).doUpdateSet({ seen_at: now }))
+      .execute();
+  }
+
+  /** The process holds no live connection of the bridge any more (all of its bridges: no `bridgeId`). */
+  async absent(db: Db, replicaId: string, bridgeId?: string): Promise<void> {
+    let q = db.deleteFrom('bridge_presence').where('replica_id', '=', replicaId);
+    if (bridgeId !== undefined) q = q.where('bridge_id', '=', bridgeId);
+    await q.execute();
+  }
+
+  /** Removes presence rows nobody refreshed since `before` (their process died). */
+  async pruneStalePresence(db: Db, before: number): Promise<void> {
+    await db.deleteFrom('bridge_presence').where('seen_at', '<', before).execute();
+  }
+
+  /** Refreshes the process's presence rows of `ids`. */
+  async refreshPresence(db: Db, ids: string[], replicaId: string, now: number): Promise<void> {
+    if (ids.length === 0) return;
+    await db
+      .updateTable('bridge_presence')
+      .set({ seen_at: now })
+      .where('replica_id', '=', replicaId)
+      .where('bridge_id', 'in', ids)
+      .execute();
+  }
+
+  /** Of `ids`, the bridges some process holds a connection of, refreshed at or after `freshSince`. */
+  async connectedAmong(db: Db, ids: readonly string[], freshSince: number): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = await db
+      .selectFrom('bridge_presence')
+      .select('bridge_id')
+      .distinct()
+      .where('bridge_id', 'in', ids)
+      .where('seen_at', '>=', freshSince)
+      .execute();
+    return new Set(rows.map((r) => r.bridge_id));
+  }
+
+  /** Whether a live bridge of the site is connected to any process (refreshed at or after `freshSince`). */
+  async siteReachable(db: Db, accountId: string, siteId: string, freshSince: number): Promise<boolean> {
+    const row = await db
+      .selectFrom('bridge_presence')
+      .innerJoin('bridges', 'bridges.id', 'bridge_presence.bridge_id')
+      .select('bridges.id')
+      .where('bridges.account_id', '=', accountId)
+      .where('bridges.site_id', '=', siteId)
+      .where('bridges.revoked_at', 'is', null)
+      .where('bridge_presence.seen_at', '>=', freshSince)
+      .executeTakeFirst();
+    return row !== undefined;
+  }
 }

@@ -61,9 +61,10 @@ export function bridgeRoutes(s: BridgeRoutesDeps): RouteDef[] {
       handler: async (req) => {
         const q = parseInput(ListBridges, req.query, 'query');
         const rows = await bridgesRepository.list(db, userOf(req.ctx).accountId, pageRequest(q));
+        const connected = await bridges.connectedAmong(rows);
         return {
           status: 200,
-          body: toPage(rows, q.limit, byCreation, (r) => bridges.view(r)),
+          body: toPage(rows, q.limit, byCreation, (r) => bridges.view(r, connected.has(r.id))),
         };
       },
     },
@@ -74,10 +75,11 @@ export function bridgeRoutes(s: BridgeRoutesDeps): RouteDef[] {
       summary: 'Get an MQTT bridge',
       success: { status: 200, description: 'the bridge object' },
       errors: ['bridge_not_found'],
-      handler: async (req) => ({
-        status: 200,
-        body: bridges.view(await bridges.get(userOf(req.ctx).accountId, param(req, 'bridge_id'))),
-      }),
+      handler: async (req) => {
+        const row = await bridges.get(userOf(req.ctx).accountId, param(req, 'bridge_id'));
+        const connected = await bridges.connectedAmong([row]);
+        return { status: 200, body: bridges.view(row, connected.has(row.id)) };
+      },
     },
     {
       method: 'delete',

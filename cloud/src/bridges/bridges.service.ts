@@ -96,7 +96,12 @@ export class BridgesService {
     connections.disconnect(id);
   }
 
-  view(row: BridgeRow) {
+  /** The bridges of `rows` connected to any replica now (`view`'s `connected`). */
+  connectedAmong(rows: readonly BridgeRow[]): Promise<Set<string>> {
+    return this.deps.connections.connectedAmong(rows.map((r) => r.id));
+  }
+
+  view(row: BridgeRow, connected: boolean) {
     return {
       id: row.id,
       site_id: row.site_id,
@@ -107,7 +112,7 @@ export class BridgesService {
       cert_fingerprint: row.cert_fingerprint,
       expires_at: formatSeconds(row.expires_at),
       created_at: formatSeconds(row.created_at),
-      connected: this.deps.connections.isConnected(row.id),
+      connected,
       last_seen_at: formatSecondsOrNull(row.last_seen_at),
     };
   }
@@ -115,7 +120,7 @@ export class BridgesService {
   /** The answer of POST /v1/bridges: the bridge and its bundle, the key shown only here. */
   createdView(created: CreatedBridge) {
     return {
-      ...this.view(created.row),
+      ...this.view(created.row, false),
       cert_pem: created.certificate.certPem,
       key_pem: created.certificate.keyPem,
       ca_pem: this.deps.pki.caPem,

@@ -1,3 +1,6 @@
+import { randomUUID } from 'node:crypto';
+import { MAX_NOTIFY_BYTES, type NotifyChannel } from '../storage/notify-channel.ts';
+
 /**
  * Change notifications inside the cloud: publishers say what changed (a sensor's value or state, an
  * alarm event, a session ended), subscribers (the dashboard's live stream) hear about it for the
@@ -5,10 +8,11 @@
  * reads the current state itself, so a message may be late, merged with others or repeated without
  * harm.
  *
- * This is the one place the cloud's processes would share notifications: the in-process hub below
- * serves one process; several replicas would put Redis pub/sub or PostgreSQL LISTEN/NOTIFY behind
- * the same interface (messages are JSON for that reason).
+ * This is the one place the cloud's processes share notifications: `ChannelHub` delivers to this
+ * process's subscribers at once and, when the database's notify channel is shared (PostgreSQL
+ * LISTEN/NOTIFY), to every other replica's too (messages are JSON for that reason).
  */
+
 export interface HubMessage {
   /** What happened, e.g. `sensors.changed`. */
   type: string;
@@ -70,5 +74,124 @@ export class InProcessHub implements NotificationHub {
 
   active(): boolean {
     return this.topics.size > 0;
+  }
+}
+
+/** The notify channel's name for hub messages. */
+const HUB_CHANNEL = 'sm_hub';
+
+/**
+ * The hub of a cloud process: subscribers of this process hear a message at once (synchronously, as
+ * `InProcessHub`); when the database's notify channel is shared, messages also go to the other
+ * replicas, batched per tick into as few notifications as fit the channel's payload limit. A
+ * message that alone exceeds the limit is split by its `ids` (sensors.changed) or dropped with a
+ * logged error. The other replicas' listeners are unknown here, so `listened` and `active` answer
+ * true while the channel is shared.
+ */
+export class ChannelHub implements NotificationHub {
+  private readonly local: InProcessHub;
+  private readonly origin = randomUUID();
+  private queue: string[] = [];
+  private flush: Promise<void> | null = null;
+  private unlisten: (() => void) | null = null;
+
+  constructor(
+    private readonly deps: {
+      channel: NotifyChannel;
+      onError: (err: unknown, topic: string) => void;
+    },
+  ) {
+    this.local = new InProcessHub({ onError: deps.onError });
+  }
+
+  /** Listens to the other replicas' messages; resolves once the channel listens. */
+  async start(): Promise<void> {
+    const { channel } = this.deps;
+    if (!channel.shared || this.unlisten) return;
+    this.unlisten = channel.listen(HUB_CHANNEL, (payload) => this.heard(payload));
+    await channel.ready();
+  }
+
+  /** Sends what is queued and stops listening. */
+  async stop(): Promise<void> {
+    await this.flush;
+    this.unlisten?.();
+    this.unlisten = null;
+  }
+
+  private heard(payload: string): void {
+    let parsed: { o: string; m: [string, HubMessage][] };
+    try {
+      parsed = JSON.parse(payload) as typeof parsed;
+    } catch (err) {
+      this.deps.onError(err, HUB_CHANNEL);
+      return;
+    }
+    if (parsed.o === this.origin) return; // delivered here when it was published
+    for (const [topic, message] of parsed.m) this.local.publish(topic, message);
+  }
+
+  publish(topic: string, message: HubMessage): void {
+    this.local.publish(topic, message);
+    if (!this.deps.channel.shared) return;
+    this.enqueue(topic, message);
+    this.flush ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.send());
+  }
+
+  private enqueue(topic: string, message: HubMessage): void {
+    const item = JSON.stringify([topic, message]);
+    if (Buffer.byteLength(item) <= MAX_NOTIFY_BYTES - 100) {
+      this.queue.push(item);
+      return;
+    }
+    const ids = message.ids;
+    if (Array.isArray(ids) && ids.length > 1) {
+      const half = Math.ceil(ids.length / 2);
+      this.enqueue(topic, { ...message, ids: ids.slice(0, half) });
+      this.enqueue(topic, { ...message, ids: ids.slice(half) });
+      return;
+    }
+    this.deps.onError(new Error(`a hub message of ${item.length} bytes exceeds the notify limit`), topic);
+  }
+
+  private async send(): Promise<void> {
+    const items = this.queue;
+    this.queue = [];
+    this.flush = null;
+    const head = `{"o":${JSON.stringify(this.origin)},"m":[`;
+    let batch: string[] = [];
+    let size = head.length + 2;
+    const sends: Promise<void>[] = [];
+    const sendBatch = () => {
+      if (batch.length === 0) return;
+      const payload = `${head}${batch.join(',')}]}`;
+      sends.push(
+        this.deps.channel
+          .send(HUB_CHANNEL, payload)
+          .catch((err: unknown) => this.deps.onError(err, HUB_CHANNEL)),
+      );
+      batch = [];
+      size = head.length + 2;
+    };
+    for (const item of items) {
+      const bytes = Buffer.byteLength(item) + 1;
+      if (size + bytes > MAX_NOTIFY_BYTES) sendBatch();
+      batch.push(item);
+      size += bytes;
+    }
+    sendBatch();
+    await Promise.all(sends);
+  }
+
+  subscribe(topic: string, listener: HubListener): () => void {
+    return this.local.subscribe(topic, listener);
+  }
+
+  listened(topic: string): boolean {
+    return this.deps.channel.shared || this.local.listened(topic);
+  }
+
+  active(): boolean {
+    return this.deps.channel.shared || this.local.active();
   }
 }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import tls from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import { Aedes, type AedesPublishPacket, type Client, type PublishPacket, type Subscription } from 'aedes';
@@ -16,10 +17,12 @@ import { formatSeconds } from '../../../shared/time.ts';
 import type { BridgeDevices, BridgeIdentity } from '../bridges/bridge-devices.ts';
 import type { BridgesRepository } from '../bridges/bridges.repository.ts';
 import type { Clock } from '../clock.ts';
+import type { RedisSettings } from '../config.ts';
 import { ApiError, Forbidden, InvalidRequest } from '../errors.ts';
 import { toApiError } from '../ingest/ingest.core.ts';
 import type { Ingest } from '../ingest/ingest.types.ts';
 import type { IngestItem } from '../ingest/ingest.types.ts';
+import type { NotificationHub } from '../hub/notification-hub.ts';
 import type { Logger } from '../logger.ts';
 import type { BridgePki } from '../pki/pki.ts';
 import type { Db } from '../storage/database.ts';
@@ -38,13 +41,22 @@ import {
   scopeClientId,
   stripWillDelay,
 } from './aedes-compat.ts';
+import { clusterPieces, type ClusterPieces } from './cluster.ts';
 import { ReceiveTimes } from './receive-times.ts';
 import { publishAnswerFor } from './reason-codes.ts';
 
 /** Session Expiry given to clients that resume sessions without naming one (Mosquitto bridges). */
 export const BRIDGE_SESSION_SECONDS = 3600;
-/** How often live connections are checked against revocations made by other processes. */
+/**
+ * How often live connections are checked against revocations (a revocation normally arrives at
+ * once through the hub; this catches one sent while the notify channel was down) and their presence
+ * refreshed.
+ */
 const SWEEP_MS = 15_000;
+/** A presence row not refreshed for this long belongs to a process that died: the bridge is not connected there. */
+export const PRESENCE_STALE_MS = 3 * SWEEP_MS;
+/** The hub topic of bridge revocations, heard by every replica's bridge endpoint. */
+const BRIDGES_TOPIC = 'bridges';
 /** Identify makes the LED blink this long (docs/api/resources.md). */
 export const IDENTIFY_SECONDS = 30;
 /**
@@ -73,8 +85,12 @@ interface Connection {
 
 /** What the device routes and the bridges service need to know about live connections. */
 export interface BridgeConnections {
-  isConnected(bridgeId: string): boolean;
-  /** Drops the bridge's live connections at once (DISCONNECT 0x87) and refuses it from now on. */
+  /** Of `ids`, the bridges connected to any replica now. */
+  connectedAmong(ids: readonly string[]): Promise<Set<string>>;
+  /**
+   * Drops the bridge's live connections at once (DISCONNECT 0x87) on every replica and refuses it
+   * from now on; called after the revocation committed.
+   */
   disconnect(bridgeId: string): void;
   /** Publishes a downlink to the bridges of the device's site; false when none is connected. */
   sendCommand(
@@ -114,6 +130,7 @@ const BRIDGE_CIPHERS = [
 
 export class MqttBridge implements BridgeConnections {
   private broker: Aedes | null = null;
+  private cluster: ClusterPieces | null = null;
   private server: tls.Server | null = null;
   private sweep: NodeJS.Timeout | null = null;
   private stopping: Promise<void> | null = null;
@@ -128,6 +145,10 @@ export class MqttBridge implements BridgeConnections {
   private readonly cleanStarts = new WeakSet<Client>();
   /** The connection that holds each client id (its session) now. */
   private readonly sessionHolders = new Map<string, Client>();
+  /** This process in `bridge_presence`. */
+  private readonly replicaId = randomUUID();
+  /** Presence writes, one after the other (a connect and its disconnect must not swap). */
+  private presence: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly deps: {
@@ -138,13 +159,26 @@ export class MqttBridge implements BridgeConnections {
       bridges: BridgesRepository;
       devices: BridgeDevices;
       ingest: Ingest;
+      hub: NotificationHub;
+      /** The clustered bridge's Redis; null: aedes keeps sessions and routes publishes in this process. */
+      redis: RedisSettings | null;
     },
-  ) {}
+  ) {
+    // Heard even with the listener off: a revoked bridge is then refused if it starts later.
+    deps.hub.subscribe(BRIDGES_TOPIC, (message) => {
+      if (message.type === 'bridge.revoked' && typeof message.id === 'string') this.dropRevoked(message.id);
+    });
+  }
 
   /** Listens on `port` (0: any free port) with the PKI's server certificate and CA. */
   async start(port: number, host: string): Promise<void> {
-    const { pki, log } = this.deps;
+    const { pki, log, redis } = this.deps;
+    const cluster = redis
+      ? clusterPieces(redis, (err) => log.error({ err }, 'MQTT bridge: Redis failed'))
+      : null;
+    this.cluster = cluster;
     const broker = await Aedes.createBroker({
+      ...(cluster ? { mq: cluster.mq, persistence: cluster.persistence } : {}),
       maximumPacketSize: MAX_PACKET_BYTES,
       preConnect: (client, packet, cb) => {
         guardSubscriptionNames(client);
@@ -222,7 +256,7 @@ export class MqttBridge implements BridgeConnections {
     this.server = server;
     this.sweep = setInterval(() => void this.sweepConnections(), SWEEP_MS);
     this.sweep.unref();
-    log.info({ port: this.port }, 'MQTT bridge listening');
+    log.info({ port: this.port, clustered: cluster !== null }, 'MQTT bridge listening');
   }
 
   /** MQTT connections of authenticated bridges now open (read by `GET /metrics`). */
@@ -256,6 +290,11 @@ export class MqttBridge implements BridgeConnections {
     }
     await closed;
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+    await this.cluster?.close();
+    await this.presence;
+    await this.deps.bridges
+      .absent(this.deps.db, this.replicaId)
+      .catch((err: unknown) => this.deps.log.error({ err }, 'could not remove the bridge presence rows'));
   }
 
   // ---- connections ------------------------------------------------------------------------------
@@ -296,7 +335,10 @@ export class MqttBridge implements BridgeConnections {
       return;
     }
     let set = this.byBridge.get(bridgeId);
-    if (!set) this.byBridge.set(bridgeId, (set = new Set()));
+    if (!set) {
+      this.byBridge.set(bridgeId, (set = new Set()));
+      this.present(bridgeId, true);
+    }
     set.add(client);
     this.deps.log.info(
       { bridge_id: bridgeId, account_id: conn.identity.accountId, client_id: client.id },
@@ -316,7 +358,10 @@ export class MqttBridge implements BridgeConnections {
     const { bridgeId } = conn.identity;
     const set = this.byBridge.get(bridgeId);
     set?.delete(client);
-    if (set?.size === 0) this.byBridge.delete(bridgeId);
+    if (set?.size === 0) {
+      this.byBridge.delete(bridgeId);
+      this.present(bridgeId, false);
+    }
     this.deps.log.info({ bridge_id: bridgeId, client_id: client.id }, 'MQTT bridge disconnected');
     this.touch([bridgeId]);
   }
@@ -328,6 +373,19 @@ export class MqttBridge implements BridgeConnections {
     );
   }
 
+  /** Writes that this process holds (or no longer holds) a connection of the bridge, in call order. */
+  private present(bridgeId: string, here: boolean): void {
+    const { db, bridges, clock, log } = this.deps;
+    this.presence = this.presence
+      .then(() =>
+        here
+          ? bridges.present(db, bridgeId, this.replicaId, clock.nowMicros())
+          : bridges.absent(db, this.replicaId, bridgeId),
+      )
+      .catch((err: unknown) => log.error({ err, bridge_id: bridgeId }, 'could not record bridge presence'));
+    void this.track(this.presence);
+  }
+
   private track<T>(work: Promise<T>): Promise<T> {
     this.inFlight.add(work);
     // The caller handles `work`'s rejection; this derived chain only does the bookkeeping.
@@ -335,23 +393,37 @@ export class MqttBridge implements BridgeConnections {
     return work;
   }
 
-  /** Revocations by other processes, and last_seen_at of the bridges that stay connected. */
+  /**
+   * Revocations missed meanwhile, last_seen_at of the bridges that stay connected, this process's
+   * presence rows refreshed and those of dead processes removed.
+   */
   private async sweepConnections(): Promise<void> {
+    const { db, bridges, clock } = this.deps;
     const ids = [...this.byBridge.keys()];
-    if (ids.length === 0) return;
     try {
-      for (const id of await this.deps.bridges.revokedAmong(this.deps.db, ids)) this.disconnect(id);
-      this.touch([...this.byBridge.keys()]);
+      const now = clock.nowMicros();
+      await bridges.pruneStalePresence(db, now - 10 * PRESENCE_STALE_MS * 1000);
+      if (ids.length === 0) return;
+      for (const id of await bridges.revokedAmong(db, ids)) this.dropRevoked(id);
+      const live = [...this.byBridge.keys()];
+      await bridges.refreshPresence(db, live, this.replicaId, now);
+      this.touch(live);
     } catch (err) {
       this.deps.log.error({ err }, 'MQTT bridge sweep failed');
     }
   }
 
-  isConnected(bridgeId: string): boolean {
-    return (this.byBridge.get(bridgeId)?.size ?? 0) > 0;
+  async connectedAmong(ids: readonly string[]): Promise<Set<string>> {
+    const { db, bridges, clock } = this.deps;
+    return bridges.connectedAmong(db, ids, clock.nowMicros() - PRESENCE_STALE_MS * 1000);
   }
 
   disconnect(bridgeId: string): void {
+    this.deps.hub.publish(BRIDGES_TOPIC, { type: 'bridge.revoked', id: bridgeId });
+  }
+
+  /** Drops this process's connections of a revoked bridge and refuses it from now on. */
+  private dropRevoked(bridgeId: string): void {
     this.revoked.add(bridgeId);
     for (const client of this.byBridge.get(bridgeId) ?? []) {
       this.deps.log.info({ bridge_id: bridgeId, client_id: client.id }, 'MQTT bridge revoked: disconnecting');
@@ -628,14 +700,7 @@ export class MqttBridge implements BridgeConnections {
   ): Promise<boolean> {
     const broker = this.broker;
     if (!broker || this.stopping) return false;
-    let reachable = false;
-    for (const [bridgeId, clients] of this.byBridge) {
-      if (clients.size === 0 || this.revoked.has(bridgeId)) continue;
-      const conn = this.identities.get([...clients][0]!);
-      if (conn?.identity.accountId === device.accountId && conn.identity.siteId === device.siteId)
-        reachable = true;
-    }
-    if (!reachable) return false;
+    if (!(await this.reachable(device))) return false;
     await new Promise<void>((resolve, reject) =>
       broker.publish(
         {
@@ -656,6 +721,27 @@ export class MqttBridge implements BridgeConnections {
       ),
     );
     return true;
+  }
+
+  /**
+   * Whether a bridge of the device's site is connected: to this process, or, when the bridge is
+   * clustered (the publish reaches every replica's broker), to any replica.
+   */
+  private async reachable(device: { accountId: string; siteId: string }): Promise<boolean> {
+    for (const [bridgeId, clients] of this.byBridge) {
+      if (clients.size === 0 || this.revoked.has(bridgeId)) continue;
+      const conn = this.identities.get([...clients][0]!);
+      if (conn?.identity.accountId === device.accountId && conn.identity.siteId === device.siteId)
+        return true;
+    }
+    if (!this.cluster) return false;
+    const { db, bridges, clock } = this.deps;
+    return bridges.siteReachable(
+      db,
+      device.accountId,
+      device.siteId,
+      clock.nowMicros() - PRESENCE_STALE_MS * 1000,
+    );
   }
 
   /** The identify command payload (docs/api/mqtt.md, "Identify"). */

@@ -6,6 +6,7 @@ import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { DevicesRepository } from '../devices/devices.repository.ts';
 import type { Ingest } from '../ingest/ingest.types.ts';
+import type { NotificationHub } from '../hub/notification-hub.ts';
 import type { Logger } from '../logger.ts';
 import { BridgePki } from '../pki/pki.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
@@ -25,6 +26,7 @@ export function buildMqtt(deps: {
   sites: SitesRepository;
   devicesRepository: DevicesRepository;
   ingest: Ingest;
+  hub: NotificationHub;
 }): {
   pki: BridgePki;
   bridgesRepository: BridgesRepository;
@@ -32,8 +34,8 @@ export function buildMqtt(deps: {
   mqtt: MqttBridge;
   bridges: BridgesService;
 } {
-  const { db, clock, config, log, audit, sites, devicesRepository, ingest } = deps;
-  const pki = new BridgePki({ config: config.pki, clock, log: log.child({ module: 'pki' }) });
+  const { db, clock, config, log, audit, sites, devicesRepository, ingest, hub } = deps;
+  const pki = new BridgePki({ config: config.pki, clock, log: log.child({ module: 'pki' }), db });
   const bridgesRepository = new BridgesRepository();
   const mqtt = new MqttBridge({
     db,
@@ -49,6 +51,8 @@ export function buildMqtt(deps: {
       log: log.child({ module: 'mqtt' }),
     }),
     ingest,
+    hub,
+    redis: config.redis,
   });
   const bridges = new BridgesService({
     db,

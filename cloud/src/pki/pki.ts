@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Clock } from '../clock.ts';
 import type { Logger } from '../logger.ts';
+import type { Db } from '../storage/database.ts';
 import {
   CertificateAuthority,
   createCertificateAuthority,
@@ -18,7 +19,10 @@ export const BRIDGE_DAYS = 5 * 365;
 const RENEW_BEFORE_DAYS = 30;
 
 export interface PkiConfig {
-  /** `$DATA_DIR/pki`: where the generated CA and server certificate live. */
+  /**
+   * `$DATA_DIR/pki`: where installations from before the shared PKI kept the generated CA; a CA
+   * found there is moved into the database at the first start on an empty `pki_keys`.
+   */
   dir: string;
   /** Operator-provided CA (both or neither). */
   caCertFile: string | null;
@@ -40,40 +44,26 @@ function readPem(file: string, what: string): string {
   }
 }
 
-/** Writes `files` into a fresh directory, then renames it to `dir`; false if `dir` appeared meanwhile. */
-function writeDirOnce(dir: string, files: Record<string, { text: string; secret: boolean }>): boolean {
-  fs.mkdirSync(path.dirname(dir), { recursive: true });
-  const tmp = fs.mkdtempSync(`${dir}.tmp-`);
-  for (const [name, { text, secret }] of Object.entries(files)) {
-    fs.writeFileSync(path.join(tmp, name), text, { mode: secret ? 0o600 : 0o644 });
-  }
-  try {
-    fs.renameSync(tmp, dir);
-    return true;
-  } catch (err) {
-    fs.rmSync(tmp, { recursive: true, force: true });
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOTEMPTY' || code === 'EEXIST') return false; // another process made it first
-    throw err;
-  }
-}
-
-function replaceFile(file: string, text: string, secret: boolean): void {
-  const tmp = `${file}.tmp-${process.pid}`;
-  fs.writeFileSync(tmp, text, { mode: secret ? 0o600 : 0o644 });
-  fs.renameSync(tmp, file);
+/** A CA left in `$DATA_DIR/pki/` by an installation from before the CA lived in the database. */
+function caInDirectory(dir: string): KeyAndCertificate | null {
+  const certFile = path.join(dir, 'ca.crt');
+  const keyFile = path.join(dir, 'ca.key');
+  if (!fs.existsSync(certFile) || !fs.existsSync(keyFile)) return null;
+  return { certPem: readPem(certFile, 'CA certificate'), keyPem: readPem(keyFile, 'CA key') };
 }
 
 /**
- * The bridge's PKI: the service CA (configured files, or made at first start in `$DATA_DIR/pki/`),
- * the TLS server certificate, and client certificates for new bridges. `start()` does the I/O.
+ * The bridge's PKI: the service CA (configured files, or made at first start and kept in the
+ * database's `pki_keys`, so every replica on one database serves with one CA), the TLS server
+ * certificate (configured, or kept there too), and client certificates for new bridges. `start()`
+ * does the I/O.
  */
 export class BridgePki {
   private ca: CertificateAuthority | null = null;
   private server: KeyAndCertificate | null = null;
   private starting: Promise<void> | null = null;
 
-  constructor(private readonly deps: { config: PkiConfig; clock: Clock; log: Logger }) {}
+  constructor(private readonly deps: { config: PkiConfig; clock: Clock; log: Logger; db: Db }) {}
 
   /** Loads or creates the CA and server certificate; runs once, later calls share the first. */
   start(): Promise<void> {
@@ -88,7 +78,7 @@ export class BridgePki {
           certPem: readPem(config.caCertFile, 'CA certificate'),
           keyPem: readPem(config.caKeyFile!, 'CA key'),
         }
-      : await this.generatedCa();
+      : await this.sharedCa();
     try {
       this.ca = await CertificateAuthority.load(caPair);
     } catch (err) {
@@ -106,7 +96,7 @@ export class BridgePki {
       }
       this.server = pair;
     } else {
-      this.server = await this.generatedServer(this.ca);
+      this.server = await this.sharedServer(this.ca);
     }
   }
 
@@ -114,50 +104,76 @@ export class BridgePki {
     return new Date(Math.floor(this.deps.clock.nowMicros() / 1000));
   }
 
-  private async generatedCa(): Promise<KeyAndCertificate> {
-    const dir = this.deps.config.dir;
-    const certFile = path.join(dir, 'ca.crt');
-    if (!fs.existsSync(certFile)) {
-      const ca = await createCertificateAuthority({
+  private async stored(name: 'ca' | 'server'): Promise<KeyAndCertificate | null> {
+    const row = await this.deps.db
+      .selectFrom('pki_keys')
+      .select(['cert_pem', 'key_pem'])
+      .where('name', '=', name)
+      .executeTakeFirst();
+    return row ? { certPem: row.cert_pem, keyPem: row.key_pem } : null;
+  }
+
+  /**
+   * The CA in the database; made (or moved from `$DATA_DIR/pki/`) when there is none. Processes
+   * starting together on a fresh database may each make one: the first insert wins and every process
+   * reads the winner's back, so one CA serves them all.
+   */
+  private async sharedCa(): Promise<KeyAndCertificate> {
+    const found = await this.stored('ca');
+    if (found) return found;
+    const { dir } = this.deps.config;
+    const old = caInDirectory(dir);
+    const candidate =
+      old ??
+      (await createCertificateAuthority({
         commonName: 'Sensor Monitoring MQTT bridge CA',
         now: this.now(),
         days: CA_DAYS,
-      });
-      if (
-        writeDirOnce(dir, {
-          'ca.crt': { text: ca.certPem, secret: false },
-          'ca.key': { text: ca.keyPem, secret: true },
-        })
-      ) {
-        this.deps.log.info({ dir }, 'created the MQTT bridge CA');
-      }
+      }));
+    await this.deps.db
+      .insertInto('pki_keys')
+      .values({
+        name: 'ca',
+        cert_pem: candidate.certPem,
+        key_pem: candidate.keyPem,
+        updated_at: this.deps.clock.nowMicros(),
+      })
+      .onConflict((oc) => oc.column('name').doNothing())
+      .execute();
+    const winner = await this.stored('ca');
+    if (!winner) throw new PkiError('the service CA was stored but cannot be read back');
+    if (winner.certPem === candidate.certPem) {
+      this.deps.log.info(
+        old ? { from: dir } : {},
+        old ? 'moved the MQTT bridge CA into the database' : 'created the MQTT bridge CA',
+      );
     }
-    return {
-      certPem: readPem(certFile, 'CA certificate'),
-      keyPem: readPem(path.join(dir, 'ca.key'), 'CA key'),
-    };
+    return winner;
   }
 
-  /** The generated server certificate, made again when it nears its end or misses a host name. */
-  private async generatedServer(ca: CertificateAuthority): Promise<KeyAndCertificate> {
-    const { dir, serverHosts } = this.deps.config;
-    const certFile = path.join(dir, 'server.crt');
-    const keyFile = path.join(dir, 'server.key');
-    if (fs.existsSync(certFile) && fs.existsSync(keyFile)) {
-      const pair = { certPem: fs.readFileSync(certFile, 'utf8'), keyPem: fs.readFileSync(keyFile, 'utf8') };
-      const about = describeCertificate(pair.certPem);
+  /**
+   * The server certificate in the database, issued again when it nears its end or misses a host
+   * name this process is configured for; a new one names the stored one's hosts too, so replicas with
+   * different host lists converge on one certificate instead of replacing each other's.
+   */
+  private async sharedServer(ca: CertificateAuthority): Promise<KeyAndCertificate> {
+    const { serverHosts } = this.deps.config;
+    const found = await this.stored('server');
+    let hosts = serverHosts;
+    if (found && (await ca.issuedThis(found.certPem))) {
+      const about = describeCertificate(found.certPem);
       const fresh = about.notAfter.getTime() - this.now().getTime() > RENEW_BEFORE_DAYS * 24 * 3600 * 1000;
-      const covers = serverHosts.every((h) => about.hosts.includes(h));
-      if (fresh && covers && (await ca.issuedThis(pair.certPem))) return pair;
+      if (fresh && serverHosts.every((h) => about.hosts.includes(h))) return found;
+      hosts = [...new Set([...serverHosts, ...(fresh ? about.hosts : [])])];
     }
-    const made = await ca.issueServer({ hosts: serverHosts, now: this.now(), days: SERVER_DAYS });
-    fs.mkdirSync(dir, { recursive: true, mode: 0o700 }); // absent when the CA is the operator's
-    replaceFile(keyFile, made.keyPem, true);
-    replaceFile(certFile, made.certPem, false);
-    this.deps.log.info(
-      { hosts: serverHosts, not_after: made.notAfter },
-      'issued the MQTT server certificate',
-    );
+    const made = await ca.issueServer({ hosts, now: this.now(), days: SERVER_DAYS });
+    const row = { cert_pem: made.certPem, key_pem: made.keyPem, updated_at: this.deps.clock.nowMicros() };
+    await this.deps.db
+      .insertInto('pki_keys')
+      .values({ name: 'server', ...row })
+      .onConflict((oc) => oc.column('name').doUpdateSet(row))
+      .execute();
+    this.deps.log.info({ hosts, not_after: made.notAfter }, 'issued the MQTT server certificate');
     return made;
   }
 

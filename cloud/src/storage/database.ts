@@ -6,6 +6,7 @@ import pg from 'pg';
 import { MIGRATIONS } from './migrations/index.ts';
 import type { Dialect, DialectSql } from './migrations/migration.ts';
 import type { Tables } from './schema.ts';
+import { LocalNotifyChannel, PostgresNotifyChannel, type NotifyChannel } from './notify-channel.ts';
 
 /**
  * One data layer over two databases. Everything that differs between SQLite and PostgreSQL lives in
@@ -22,6 +23,8 @@ export interface Database {
   /** The raw handle, for hot paths that use prepared statements directly (ingest). */
   readonly sqlite: BetterSqlite3.Database | null;
   readonly pool: pg.Pool | null;
+  /** Messages between the processes on this database (LISTEN/NOTIFY, or one process's channel). */
+  readonly notify: NotifyChannel;
   close(): Promise<void>;
 }
 
@@ -31,11 +34,13 @@ pg.types.setTypeParser(20, (v) => Number(v));
 export interface OpenOptions {
   /** PostgreSQL schema to use (tests isolate themselves in one); created when missing. */
   schema?: string;
+  /** Where failures of the notify channel's listener go (it reconnects by itself). */
+  onNotifyError?: (err: unknown) => void;
 }
 
 export async function openDatabase(url: string, options: OpenOptions = {}): Promise<Database> {
   const database = url.startsWith('sqlite:')
-    ? openSqlite(url.slice('sqlite:'.length))
+    ? openSqlite(url.slice('sqlite:'.length), options)
     : await openPostgres(url, options);
   await migrate(database);
   return database;
@@ -91,7 +96,7 @@ function enableWal(sqlite: BetterSqlite3.Database): void {
   }
 }
 
-function openSqlite(file: string): Database {
+function openSqlite(file: string, options: OpenOptions): Database {
   if (file !== ':memory:') {
     fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
     // Made here, empty, readable by the service's user only: SQLite gives the -wal and -shm files it
@@ -107,12 +112,15 @@ function openSqlite(file: string): Database {
   // (a long scan fills the cache) its memory target.
   sqlite.pragma('cache_size = -16384');
   const db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
+  const notify = new LocalNotifyChannel(options.onNotifyError);
   return {
     dialect: 'sqlite',
     db,
     sqlite,
     pool: null,
+    notify,
     close: async () => {
+      await notify.close();
       await db.destroy();
     },
   };
@@ -151,12 +159,30 @@ async function openPostgres(url: string, options: OpenOptions): Promise<Database
     client.on('error', () => undefined);
   });
   const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool }) });
+  // The schema the connections work in (set by `options`, or by the URL's own `options=-c search_path`)
+  // names the notify channels, so installations in separate schemas of one database stay apart.
+  let current: string | undefined;
+  try {
+    current =
+      (await pool.query<{ s: string | null }>('SELECT current_schema() AS s')).rows[0]?.s ?? undefined;
+  } catch (err) {
+    await pool.end();
+    throw err;
+  }
+  const notify = new PostgresNotifyChannel({
+    url,
+    pool,
+    schema: current === 'public' ? undefined : current,
+    onError: options.onNotifyError ?? (() => undefined),
+  });
   return {
     dialect: 'postgres',
     db,
     sqlite: null,
     pool,
+    notify,
     close: async () => {
+      await notify.close();
       await db.destroy();
     },
   };

@@ -223,6 +223,10 @@ export interface Tables {
     last_seen_at: number | null;
     revoked_at: number | null;
   };
+  /** The bridge PKI shared by replicas (migration 0014): `ca` and `server`, PEM. */
+  pki_keys: { name: string; cert_pem: string; key_pem: string; updated_at: number };
+  /** Live bridge connections per process (migration 0014), refreshed while they last. */
+  bridge_presence: { bridge_id: string; replica_id: string; seen_at: number };
   jobs: {
     id: string;
     kind: string;

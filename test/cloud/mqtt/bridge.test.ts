@@ -125,6 +125,11 @@ describe.each(DATABASES)('MQTT bridge on %s', (db) => {
 
     it('shows the bridge connected while it is, with last_seen_at', async () => {
       const c = await connect();
+      // Presence is recorded in the database (any replica answers), just after the CONNACK.
+      await eventually(
+        async () => (await t.http.get('/v1/bridges', { token: user.token })).json.data[0]?.connected === true,
+        'the bridge to show connected',
+      );
       const listed = (await t.http.get('/v1/bridges', { token: user.token })).json.data;
       expect(listed).toEqual([
         expect.objectContaining({ id: bundle.id, connected: true, last_seen_at: expect.any(String) }),

@@ -9,8 +9,9 @@ import { ConfigError, loadConfig } from '../../../cloud/src/config.ts';
 import { createLogger } from '../../../cloud/src/logger.ts';
 import { createCertificateAuthority, CertificateAuthority } from '../../../cloud/src/pki/certificates.ts';
 import { BridgePki, type PkiConfig } from '../../../cloud/src/pki/pki.ts';
+import { openDatabase, type Database, type Db } from '../../../cloud/src/storage/database.ts';
 import { signUp, startTestCloud, type TestCloud } from '../../helpers/cloud.ts';
-import { tempDir } from '../../helpers/databases.ts';
+import { DATABASES, tempDir, testDatabase, type DbKind, type TestDatabase } from '../../helpers/databases.ts';
 import { createSite } from '../../helpers/fixtures.ts';
 import { closeClient, connectBridge, createBridge } from '../../helpers/mqtt.ts';
 
@@ -18,9 +19,11 @@ const run = promisify(execFile);
 const log = createLogger('silent');
 const dirs: string[] = [];
 const clouds: TestCloud[] = [];
+const cleanups: (() => Promise<void>)[] = [];
 
 afterEach(async () => {
   for (const t of clouds.splice(0)) await t.stop();
+  for (const c of cleanups.splice(0)) await c();
   for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
 });
 
@@ -30,7 +33,18 @@ function dir(): string {
   return d;
 }
 
-function pkiIn(base: string, overrides: Partial<PkiConfig> = {}): BridgePki {
+/** A fresh, migrated database of `kind`, closed and removed after the test. */
+async function freshDb(kind: DbKind): Promise<{ database: Database; test: TestDatabase }> {
+  const test = testDatabase(kind);
+  const database = await openDatabase(test.url, { schema: test.schema });
+  cleanups.push(async () => {
+    await database.close();
+    await test.dispose();
+  });
+  return { database, test };
+}
+
+function pkiIn(base: string, db: Db, overrides: Partial<PkiConfig> = {}): BridgePki {
   return new BridgePki({
     config: {
       dir: path.join(base, 'pki'),
@@ -43,7 +57,13 @@ function pkiIn(base: string, overrides: Partial<PkiConfig> = {}): BridgePki {
     },
     clock: new SystemClock(),
     log,
+    db,
   });
+}
+
+async function storedNames(db: Db): Promise<string[]> {
+  const rows = await db.selectFrom('pki_keys').select('name').orderBy('name').execute();
+  return rows.map((r) => r.name);
 }
 
 async function writeCa(base: string): Promise<{ cert: string; key: string; ca: CertificateAuthority }> {
@@ -55,56 +75,115 @@ async function writeCa(base: string): Promise<{ cert: string; key: string; ca: C
   return { cert, key, ca: await CertificateAuthority.load(made) };
 }
 
-describe('the bridge PKI', () => {
-  it('creates its CA and server certificate in $DATA_DIR/pki at first start, keys private, and reuses them', async () => {
+describe.each(DATABASES)('the bridge PKI kept in the database (%s)', (kind) => {
+  it('creates its CA and server certificate at first start, writes no files, and every later start reuses them', async () => {
     const base = dir();
-    const first = pkiIn(base);
+    const { database } = await freshDb(kind);
+    const first = pkiIn(base, database.db);
     await first.start();
-    const files = fs.readdirSync(path.join(base, 'pki')).sort();
-    expect(files).toEqual(['ca.crt', 'ca.key', 'server.crt', 'server.key']);
-    for (const key of ['ca.key', 'server.key']) {
-      expect(fs.statSync(path.join(base, 'pki', key)).mode & 0o777).toBe(0o600);
-    }
+    expect(fs.existsSync(path.join(base, 'pki'))).toBe(false);
+    expect(await storedNames(database.db)).toEqual(['ca', 'server']);
     const ca = new X509Certificate(first.caPem);
     const server = new X509Certificate(first.serverPair.certPem);
     expect(ca.ca).toBe(true);
     expect(server.checkIssued(ca)).toBe(true);
     expect(server.subjectAltName).toBe('DNS:localhost, IP Address:127.0.0.1, IP Address:0:0:0:0:0:0:0:1');
+    fs.writeFileSync(path.join(base, 'ca.crt'), first.caPem);
+    fs.writeFileSync(path.join(base, 'server.crt'), first.serverPair.certPem);
     const verified = await run('openssl', [
       'verify',
       '-purpose',
       'sslserver',
       '-CAfile',
-      path.join(base, 'pki', 'ca.crt'),
-      path.join(base, 'pki', 'server.crt'),
+      path.join(base, 'ca.crt'),
+      path.join(base, 'server.crt'),
     ]);
     expect(verified.stdout).toMatch(/OK/);
 
-    const second = pkiIn(base);
+    // Another replica: another data directory, the same database.
+    const second = pkiIn(dir(), database.db);
     await second.start();
     expect(second.caPem).toBe(first.caPem);
     expect(second.serverPair.certPem).toBe(first.serverPair.certPem);
   });
 
-  it('issues a new server certificate when a host name is added, keeping the CA', async () => {
-    const base = dir();
-    const first = pkiIn(base);
+  it('makes one CA when several processes start together on a fresh database', async () => {
+    const { database } = await freshDb(kind);
+    const replicas = [0, 1, 2, 3].map(() => pkiIn(dir(), database.db));
+    await Promise.all(replicas.map((p) => p.start()));
+    expect(new Set(replicas.map((p) => p.caPem)).size).toBe(1);
+    const rows = await database.db.selectFrom('pki_keys').selectAll().where('name', '=', 'ca').execute();
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.cert_pem).toBe(replicas[0]!.caPem);
+    // Every replica's server certificate is the shared CA's, whichever of them was stored last.
+    const ca = new X509Certificate(replicas[0]!.caPem);
+    for (const p of replicas) expect(new X509Certificate(p.serverPair.certPem).checkIssued(ca)).toBe(true);
+  });
+
+  it('issues a new server certificate naming the stored hosts and an added one, keeping the CA', async () => {
+    const { database } = await freshDb(kind);
+    const first = pkiIn(dir(), database.db);
     await first.start();
-    const second = pkiIn(base, { serverHosts: ['mqtt.example.com', 'localhost'] });
+    const second = pkiIn(dir(), database.db, { serverHosts: ['mqtt.example.com', 'localhost'] });
     await second.start();
     expect(second.caPem).toBe(first.caPem);
     expect(new X509Certificate(second.serverPair.certPem).subjectAltName).toBe(
-      'DNS:mqtt.example.com, DNS:localhost',
+      'DNS:mqtt.example.com, DNS:localhost, IP Address:127.0.0.1, IP Address:0:0:0:0:0:0:0:1',
     );
+    // The first replica's hosts are covered now: its next start keeps the stored certificate.
+    const again = pkiIn(dir(), database.db);
+    await again.start();
+    expect(again.serverPair.certPem).toBe(second.serverPair.certPem);
   });
 
+  it('moves a CA that an earlier installation left in $DATA_DIR/pki into the database', async () => {
+    const base = dir();
+    const old = await createCertificateAuthority({ commonName: 'Earlier CA', now: new Date(), days: 365 });
+    fs.mkdirSync(path.join(base, 'pki'));
+    fs.writeFileSync(path.join(base, 'pki', 'ca.crt'), old.certPem);
+    fs.writeFileSync(path.join(base, 'pki', 'ca.key'), old.keyPem);
+    const { database } = await freshDb(kind);
+    const pki = pkiIn(base, database.db);
+    await pki.start();
+    expect(pki.caPem).toBe(old.certPem);
+    const elsewhere = pkiIn(dir(), database.db);
+    await elsewhere.start();
+    expect(elsewhere.caPem).toBe(old.certPem);
+  });
+
+  it('accepts on replica B a bridge certificate issued through replica A, with no operator step', async () => {
+    const test = testDatabase(kind);
+    cleanups.push(() => test.dispose());
+    // Each with its own data directory. On PostgreSQL both start together on the fresh database; a
+    // SQLite file is one machine's, and two clouds in one test process would wait on each other's
+    // file lock synchronously, so there they start one after the other.
+    const start = () => startTestCloud({ replicaOf: test, mqtt: true });
+    if (kind === 'postgres') {
+      for (const s of await Promise.allSettled([start(), start()]))
+        if (s.status === 'fulfilled') clouds.push(s.value);
+      if (clouds.length < 2) throw new Error('a replica did not start');
+    } else {
+      clouds.push(await start());
+      clouds.push(await start());
+    }
+    const [ra, rb] = clouds;
+    const user = await signUp(ra!, 'replicas@example.com');
+    const bundle = await createBridge(ra!, user.token, (await createSite(ra!, user.token)).id);
+    expect(bundle.ca_pem).toBe(rb!.cloud.services.pki.caPem);
+    const client = await connectBridge(rb!, bundle);
+    await closeClient(client);
+  });
+});
+
+describe('the bridge PKI in configured files', () => {
   it('uses a configured CA, and a configured server certificate it issued', async () => {
     const base = dir();
     const op = await writeCa(base);
     const server = await op.ca.issueServer({ hosts: ['127.0.0.1'], now: new Date(), days: 30 });
     fs.writeFileSync(path.join(base, 'srv.crt'), server.certPem);
     fs.writeFileSync(path.join(base, 'srv.key'), server.keyPem);
-    const pki = pkiIn(base, {
+    const { database } = await freshDb('sqlite');
+    const pki = pkiIn(base, database.db, {
       caCertFile: op.cert,
       caKeyFile: op.key,
       serverCertFile: path.join(base, 'srv.crt'),
@@ -114,15 +193,17 @@ describe('the bridge PKI', () => {
     expect(pki.caPem).toBe(fs.readFileSync(op.cert, 'utf8'));
     expect(pki.serverPair.certPem).toBe(server.certPem);
     expect(fs.existsSync(path.join(base, 'pki'))).toBe(false);
+    expect(await storedNames(database.db)).toEqual([]);
   });
 
   it('refuses, with a clear message, a CA key that is not the CA certificate’s, a server certificate of another CA, and unreadable files', async () => {
     const base = dir();
+    const { db } = (await freshDb('sqlite')).database;
     const a = await writeCa(base);
     const other = await createCertificateAuthority({ commonName: 'Other', now: new Date(), days: 30 });
     fs.writeFileSync(path.join(base, 'other.key'), other.keyPem);
     await expect(
-      pkiIn(base, { caCertFile: a.cert, caKeyFile: path.join(base, 'other.key') }).start(),
+      pkiIn(base, db, { caCertFile: a.cert, caKeyFile: path.join(base, 'other.key') }).start(),
     ).rejects.toThrow('the service CA cannot be used: the CA key does not belong to the CA certificate');
 
     const foreignServer = await (
@@ -131,7 +212,7 @@ describe('the bridge PKI', () => {
     fs.writeFileSync(path.join(base, 'srv.crt'), foreignServer.certPem);
     fs.writeFileSync(path.join(base, 'srv.key'), foreignServer.keyPem);
     await expect(
-      pkiIn(base, {
+      pkiIn(base, db, {
         caCertFile: a.cert,
         caKeyFile: a.key,
         serverCertFile: path.join(base, 'srv.crt'),
@@ -140,11 +221,11 @@ describe('the bridge PKI', () => {
     ).rejects.toThrow(/is not issued by the service CA/);
 
     await expect(
-      pkiIn(base, { caCertFile: path.join(base, 'missing.crt'), caKeyFile: a.key }).start(),
+      pkiIn(base, db, { caCertFile: path.join(base, 'missing.crt'), caKeyFile: a.key }).start(),
     ).rejects.toThrow(/cannot read the CA certificate .*missing\.crt/);
     fs.writeFileSync(path.join(base, 'leaf-as-ca.crt'), foreignServer.certPem);
     await expect(
-      pkiIn(base, { caCertFile: path.join(base, 'leaf-as-ca.crt'), caKeyFile: a.key }).start(),
+      pkiIn(base, db, { caCertFile: path.join(base, 'leaf-as-ca.crt'), caKeyFile: a.key }).start(),
     ).rejects.toThrow(/is not a CA/);
   });
 

@@ -126,6 +126,7 @@ if (DATABASES.includes('postgres'))
         db: new Kysely<Tables>({ dialect: new PostgresDialect({ pool: locks.pool }) }),
         sqlite: null,
         pool: locks.pool,
+        notify: database.notify,
         close: async () => undefined,
       };
       const evaluation = engineOn(seqScans).evaluate([high, low], NOW);

@@ -13,6 +13,7 @@ import { integrations } from './0011_integrations.ts';
 import { publicApi } from './0012_public.ts';
 import { alertRules } from './0013_alert_rules.ts';
 import { integrationModel } from './0014_integration_model.ts';
+import { cluster } from './0015_cluster.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
@@ -34,4 +35,5 @@ export const MIGRATIONS: readonly Migration[] = [
   publicApi,
   alertRules,
   integrationModel,
+  cluster,
 ];
