@@ -18,7 +18,7 @@ import { Repeat } from '../hardware/emulators/repeat.ts';
 import { SerialSensorEmulator } from '../hardware/emulators/serial-sensor.ts';
 import { ShellyHtGen1Emulator } from '../hardware/emulators/shelly-ht-gen1.ts';
 import { ShellyPlusHtEmulator } from '../hardware/emulators/shelly-plus-ht.ts';
-import { setUpAccount } from './bench/lib.ts';
+import { apiClient, setUpAccount } from './bench/lib.ts';
 
 interface Device {
   id: string;
@@ -104,16 +104,7 @@ async function main(): Promise<void> {
 
   const email = 'demo@example.com';
   const account = await setUpAccount(cloud.url, cloudConfig.dataDir, 0, { email, site: 'Demo kitchen' });
-  const api = async <T = Record<string, string>>(method: string, p: string, body?: unknown): Promise<T> => {
-    const res = await fetch(`${cloud.url}${p}`, {
-      method,
-      headers: { authorization: `Bearer ${account.token}`, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const json = (await res.json()) as T;
-    if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
+  const api = apiClient(cloud.url, account.token);
   const bundle = await api('POST', '/v1/bridges', { site_id: account.siteId, name: 'Demo Pi' });
   say(`signed up ${email}; site ${account.siteId}; bridge ${bundle.id} (topic root ${bundle.topic_root})`);
   say(`API token for your own calls: ${account.token}`);

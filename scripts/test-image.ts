@@ -8,7 +8,7 @@ import { Cloud } from '../cloud/src/cloud.ts';
 import { loadConfig } from '../cloud/src/config.ts';
 import { createLogger } from '../cloud/src/logger.ts';
 import { ShellyHtGen1Emulator } from '../hardware/emulators/shelly-ht-gen1.ts';
-import { freePort, setUpAccount } from './bench/lib.ts';
+import { apiClient, freePort, setUpAccount } from './bench/lib.ts';
 
 /**
  * `npm run test:image`: boots the card image of scripts/build-image under qemu-system-aarch64 (the
@@ -64,16 +64,7 @@ async function main(): Promise<void> {
   const cloud = new Cloud({ config, log: createLogger('warn', process.stderr), mqttListenPort: mqttPort });
   await cloud.start();
   const account = await setUpAccount(cloud.url, config.dataDir, 0);
-  const api = async <T>(method: string, p: string, body?: unknown): Promise<T> => {
-    const res = await fetch(`${cloud.url}${p}`, {
-      method,
-      headers: { authorization: `Bearer ${account.token}`, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const json = (await res.json()) as T;
-    if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
+  const api = apiClient(cloud.url, account.token);
   const bundle = await api('POST', '/v1/bridges', { site_id: account.siteId, name: 'qemu' });
   say(`cloud on ${cloud.url}, MQTT bridge on :${mqttPort} (the guest's mqtts://10.0.2.2:${mqttPort})`);
 

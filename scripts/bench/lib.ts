@@ -222,6 +222,20 @@ async function call(url: string, method: string, body: unknown, headers: Record<
   return json;
 }
 
+/** A JSON client of the cloud's API with a user token; any answer other than 2xx throws. */
+export function apiClient(baseUrl: string, token: string) {
+  return async <T = Record<string, string>>(method: string, p: string, body?: unknown): Promise<T> => {
+    const res = await fetch(`${baseUrl}${p}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const json = (await res.json()) as T;
+    if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+}
+
 /**
  * Signs up through the API as a person would (code from the outbox), then makes an admin token,
  * a site and `devices` devices. Returns the user token and each device's ingest token. `names`

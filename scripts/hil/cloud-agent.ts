@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { Cloud } from '../../cloud/src/cloud.ts';
 import { loadConfig } from '../../cloud/src/config.ts';
 import { createLogger } from '../../cloud/src/logger.ts';
-import { setUpAccount } from '../bench/lib.ts';
+import { apiClient, setUpAccount } from '../bench/lib.ts';
 import { serveAgent } from './agent.ts';
 import type { CloudPoint } from './ledger.ts';
 
@@ -31,16 +31,7 @@ async function main(): Promise<void> {
   await cloud.start();
   const url = 'http://127.0.0.1:8080';
   const account = await setUpAccount(url, config.dataDir, 0);
-  const api = async <T>(method: string, p: string, body?: unknown): Promise<T> => {
-    const res = await fetch(`${url}${p}`, {
-      method,
-      headers: { authorization: `Bearer ${account.token}`, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const json = (await res.json()) as T;
-    if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
+  const api = apiClient(url, account.token);
   const bundle = await api<Record<string, string>>('POST', '/v1/bridges', {
     site_id: account.siteId,
     name: 'HIL gateway',
