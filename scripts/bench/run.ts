@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { benchGateway, gatewayTable } from './gateway.ts';
 import { benchGatewayBundle, gatewayBundleTable } from './gateway-bundle.ts';
 import { benchIngest, ingestTable } from './ingest.ts';
@@ -5,6 +6,7 @@ import { benchIntegrations, integrationsTable } from './integrations.ts';
 import { printTable, writeResults } from './lib.ts';
 import { benchMqtt, mqttTable } from './mqtt.ts';
 import { benchPublicApi, publicApiTable } from './public-api.ts';
+import { benchReplicas, replicasTable } from './replicas.ts';
 import { benchReports, reportsTable } from './reports.ts';
 import {
   benchReadRate,
@@ -107,6 +109,15 @@ async function main(): Promise<void> {
     printTable(
       'Public API (GET /api/public/sensors?bbox over 10,000 public pins, SQLite; baseline: a bare Express route)',
       ...publicApiTable(rows),
+    );
+  }
+  // Needs HAProxy (Debian's package), Redis and PostgreSQL.
+  if ((!only && postgres !== 'none' && fs.existsSync('/usr/sbin/haproxy')) || only === 'replicas') {
+    const rows = await benchReplicas(postgres);
+    results.replicas = rows;
+    printTable(
+      'Replicas behind HAProxy on PostgreSQL, MQTT clustered through Redis (ratio: median of 2 replicas / median of 1)',
+      ...replicasTable(rows),
     );
   }
   const file = writeResults('bench', results);
