@@ -3,6 +3,7 @@ import { signUp } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { auditOf } from '../../helpers/fixtures.ts';
 import { at, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
+import { sendSettled, settleAlerts } from './settle.ts';
 
 /**
  * The alert-rule routes as an API client meets them (docs/api/alert-rules.md): the scope they need,
@@ -13,18 +14,9 @@ describe.each(DATABASES)('alert rule routes on %s', (db) => {
   let w: RulesWorld;
   afterEach(async () => w?.t.stop());
 
-  async function settle() {
-    await w.t.cloud.services.rules.drain();
-    await w.t.cloud.services.alertEngine.drain();
-    await w.t.cloud.services.jobs.drain();
-  }
+  const settle = () => settleAlerts(w);
 
-  async function send(ts: number, value: number) {
-    w.clock.set(Math.max(w.clock.nowMicros(), ts));
-    const channel = await w.send(ts, value);
-    await settle();
-    return channel;
-  }
+  const send = (ts: number, value: number, type?: string) => sendSettled(w, ts, value, type);
 
   async function tokenOf(scope: 'read' | 'write'): Promise<string> {
     const answer = await w.t.http.post('/v1/tokens', { label: scope, scope }, { token: w.user.token });

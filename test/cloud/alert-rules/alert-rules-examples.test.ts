@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { DATABASES } from '../../helpers/databases.ts';
 import { at, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
+import { sendSettled, settleAlerts } from './settle.ts';
 
 /**
  * The worked examples of docs/api/alert-rules.md, through a real server with a clock that moves
@@ -16,17 +17,9 @@ describe.each(DATABASES)('the worked examples of the alert-rule reference on %s'
   let ruleId: string;
   afterEach(async () => w?.t.stop());
 
-  async function settle() {
-    await w.t.cloud.services.rules.drain();
-    await w.t.cloud.services.alertEngine.drain();
-    await w.t.cloud.services.jobs.drain();
-  }
+  const settle = () => settleAlerts(w);
 
-  async function send(ts: number, value: number) {
-    w.clock.set(Math.max(w.clock.nowMicros(), ts));
-    await w.send(ts, value);
-    await settle();
-  }
+  const send = (ts: number, value: number, type?: string) => sendSettled(w, ts, value, type);
 
   async function tickAt(micros: number) {
     w.clock.set(micros);

@@ -9,6 +9,7 @@ import { startTestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { decodeMail, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
+import { sendSettled } from './settle.ts';
 
 /**
  * Where alert-rule notifications go (docs/api/alert-rules.md#notifications-and-escalation): chat
@@ -30,18 +31,7 @@ describe.each(DATABASES)('alert-rule notifications on %s', (db) => {
     server = undefined;
   });
 
-  async function settle() {
-    await w.t.cloud.services.rules.drain();
-    await w.t.cloud.services.alertEngine.drain();
-    await w.t.cloud.services.jobs.drain();
-  }
-
-  async function send(ts: number, value: number) {
-    w.clock.set(Math.max(w.clock.nowMicros(), ts));
-    const channel = await w.send(ts, value);
-    await settle();
-    return channel;
-  }
+  const send = (ts: number, value: number, type?: string) => sendSettled(w, ts, value, type);
 
   /** A chat service stand-in: records every post; `refuse` answers 503 to the first post on a path. */
   async function chatServer(refuse: string[] = []): Promise<{ base: string; received: Received[] }> {

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import { DATABASES } from '../../helpers/databases.ts';
 import { createSite } from '../../helpers/fixtures.ts';
 import { at, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
+import { settleAlerts } from './settle.ts';
 
 /**
  * A rule changed several times (disabled, enabled with other conditions, moved to another
@@ -27,11 +28,7 @@ describe.each(DATABASES)('alert rules changed over time on %s', (db) => {
   let w: RulesWorld;
   afterEach(async () => w?.t.stop());
 
-  async function settle() {
-    await w.t.cloud.services.rules.drain();
-    await w.t.cloud.services.alertEngine.drain();
-    await w.t.cloud.services.jobs.drain();
-  }
+  const settle = () => settleAlerts(w);
 
   /** A world with the rule on its temperature channel; `order` says how readings and changes interleave. */
   async function run(order: 'in order' | 'late and shuffled') {
@@ -124,11 +121,7 @@ describe.each(DATABASES)('alert rules of a site and device moves on %s', (db) =>
   let w: RulesWorld;
   afterEach(async () => w?.t.stop());
 
-  async function settle() {
-    await w.t.cloud.services.rules.drain();
-    await w.t.cloud.services.alertEngine.drain();
-    await w.t.cloud.services.jobs.drain();
-  }
+  const settle = () => settleAlerts(w);
 
   async function run(order: 'moved ahead of time' | 'in order' | 'moved afterwards, data late') {
     w = await rulesWorld(db);

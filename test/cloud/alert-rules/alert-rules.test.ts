@@ -9,6 +9,7 @@ import { DATABASES } from '../../helpers/databases.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { auditOf, createDevice } from '../../helpers/fixtures.ts';
 import { at, decodeMail, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
+import { sendSettled, settleAlerts } from './settle.ts';
 
 /**
  * Alert rules through a real server, with a clock that moves only when the test says
@@ -31,11 +32,7 @@ describe.each(DATABASES)('alert rules on %s', (db) => {
   }
 
   /** Everything after ingest or a clock move: rule engine, alert engine, jobs. */
-  async function settle() {
-    await w.t.cloud.services.rules.drain();
-    await w.t.cloud.services.alertEngine.drain();
-    await w.t.cloud.services.jobs.drain();
-  }
+  const settle = () => settleAlerts(w);
 
   async function tickAt(micros: number) {
     w.clock.set(micros);
@@ -43,12 +40,7 @@ describe.each(DATABASES)('alert rules on %s', (db) => {
     await settle();
   }
 
-  async function send(ts: number, value: number, type = 'temperature') {
-    w.clock.set(Math.max(w.clock.nowMicros(), ts));
-    const channel = await w.send(ts, value, type);
-    await settle();
-    return channel;
-  }
+  const send = (ts: number, value: number, type?: string) => sendSettled(w, ts, value, type);
 
   /** Alert-rule mails (subject starts with a severity, "Reminder" or "Resolved:" of an alert) by recipient. */
   async function alertMails(): Promise<{ to: string; subject: string }[]> {
