@@ -10,6 +10,8 @@ import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
 import type { IntegrationRow } from './integrations.repository.ts';
 
+const LOWER_HEX_DEV_EUI = /^[0-9a-f]{16}$/;
+
 /**
  * The devices an integration delivers for: found by `local_id` on the integration's site (a LoRaWAN
  * device's DevEUI in lower-case hex, a Shelly's own id), else created there with the model the
@@ -35,10 +37,22 @@ export class IntegrationDevices {
     const key = `${integration.site_id}\u0000${localId}`;
     const hit = this.cache.get(key);
     if (hit && hit.accountId === integration.account_id) return hit;
-    const found = await this.deps.devices.findByLocalId(this.deps.db, integration.site_id, localId);
+    const found = await this.find(integration.site_id, localId);
     const device = devicePrincipal(found ?? (await this.create(integration, localId, model)));
     this.cache.set(key, device);
     return device;
+  }
+
+  /**
+   * The device named `localId` on the site. Network servers send a DevEUI in lower-case hex, while an
+   * operator who registers the device first often copies it from the label in upper case: that
+   * spelling is the same device, not a reason to create a second one.
+   */
+  private async find(siteId: string, localId: string): Promise<DeviceRow | undefined> {
+    const { db, devices } = this.deps;
+    const exact = await devices.findByLocalId(db, siteId, localId);
+    if (exact || !LOWER_HEX_DEV_EUI.test(localId)) return exact;
+    return devices.findByLocalId(db, siteId, localId.toUpperCase());
   }
 
   forget(integration: IntegrationRow, localId: string): void {

@@ -122,6 +122,26 @@ describe.each(DATABASES)('LoRaWAN webhooks and Shelly integration tokens on %s',
     ]);
   });
 
+  it('delivers to a device registered with its DevEUI in upper case instead of creating a second one', async () => {
+    const lht = await createDevice(t, user.token, siteId, {
+      local_id: 'A840410000000002',
+      model: 'dragino-lht65',
+    });
+    const viaChirpstack = await postChirpstack(
+      'up',
+      chirpstackUpJson({ devEui: 'a840410000000002', time: T0, fPort: 2, data: LHT65 }),
+    );
+    expect([viaChirpstack.status, viaChirpstack.json.device_id]).toEqual([200, lht.id]);
+    const viaProtobuf = await postChirpstack(
+      'up',
+      chirpstackUpProtobuf({ devEui: 'A840410000000002', time: T0 + 60_000, fPort: 2, data: LHT65 }),
+    );
+    expect([viaProtobuf.status, viaProtobuf.json.device_id]).toEqual([200, lht.id]);
+    const devices = (await t.http.get(`/v1/devices?site_id=${siteId}`, { token: user.token })).json.data;
+    expect(devices.map((d: { local_id: string }) => d.local_id)).toEqual(['A840410000000002']);
+    expect(await points(lht.id)).toContain(`temperature/-@${iso(T0 + 60_000)}=28.29`);
+  });
+
   it("falls back to the model's decoder when the network server's object has no field it knows", async () => {
     await createDevice(t, user.token, siteId, { local_id: '0b0b0b0b0b0b0b0b', model: 'cayenne-lpp' });
     const answer = await postChirpstack(
