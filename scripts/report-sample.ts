@@ -182,6 +182,7 @@ export function sampleReportInput(options: SampleOptions = {}): ReportInput {
         acknowledgedBy: 'chef@bistro-lindenhof.example',
         ackNote:
           'Door of the cold room left open during delivery; closed, goods checked with a probe: 7.9 °C core.',
+        rule: null,
       },
       {
         eventId: 'evt_outage',
@@ -197,6 +198,7 @@ export function sampleReportInput(options: SampleOptions = {}): ReportInput {
         acknowledgedAt: null,
         acknowledgedBy: null,
         ackNote: null,
+        rule: { name: 'Cold room offline', severity: 'critical' },
       },
       {
         eventId: 'evt_defrost',
@@ -212,6 +214,7 @@ export function sampleReportInput(options: SampleOptions = {}): ReportInput {
         acknowledgedAt: at(6, 7, 45),
         acknowledgedBy: 'manager@bistro-lindenhof.example',
         ackNote: 'Planned defrost; goods kept in the cold room meanwhile.',
+        rule: null,
       },
     ],
     silences: [

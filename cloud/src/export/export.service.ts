@@ -40,7 +40,11 @@ export const EXPORT_COLUMNS: Record<'measurements.csv' | 'events.csv' | 'audit.c
   ],
   'events.csv': [
     { name: 'id', type: 'string', description: 'evt_ id' },
-    { name: 'kind', type: 'string', description: 'threshold_high, threshold_low or no_data' },
+    {
+      name: 'kind',
+      type: 'string',
+      description: 'threshold_high, threshold_low, no_data, or rate_of_change (alert rules only)',
+    },
     { name: 'state', type: 'string', description: 'open or resolved' },
     { name: 'sensor_id', type: 'string', description: 'snr_ id' },
     { name: 'channel_id', type: 'string', description: 'chn_ id' },
@@ -49,8 +53,16 @@ export const EXPORT_COLUMNS: Record<'measurements.csv' | 'events.csv' | 'audit.c
     { name: 'started_at', type: 'timestamp', description: 'first out-of-range sample (RFC 3339 UTC)' },
     { name: 'alarm_at', type: 'timestamp', description: 'when the excursion became an alarm' },
     { name: 'ended_at', type: 'timestamp', description: 'first sample back in range; empty while open' },
-    { name: 'ok_min', type: 'number', description: 'lower bound of the rule at the time' },
-    { name: 'ok_max', type: 'number', description: 'upper bound of the rule at the time' },
+    {
+      name: 'ok_min',
+      type: 'number',
+      description: "lower bound of the sensor's rule at the time; empty for an alert rule's event",
+    },
+    {
+      name: 'ok_max',
+      type: 'number',
+      description: "upper bound of the sensor's rule at the time; empty for an alert rule's event",
+    },
     {
       name: 'peak_value',
       type: 'number',
@@ -60,6 +72,16 @@ export const EXPORT_COLUMNS: Record<'measurements.csv' | 'events.csv' | 'audit.c
     { name: 'acknowledged_at', type: 'timestamp', description: 'empty when not acknowledged' },
     { name: 'acknowledged_by', type: 'string', description: 'usr_ id; empty when not acknowledged' },
     { name: 'ack_note', type: 'string', description: 'acknowledgement note' },
+    {
+      name: 'rule_id',
+      type: 'string',
+      description: "alr_ id of the alert rule that raised it; empty for the sensor's own rule",
+    },
+    {
+      name: 'severity',
+      type: 'string',
+      description: "warning or critical (alert rules); empty for the sensor's own rule",
+    },
   ],
   'audit.csv': [
     { name: 'id', type: 'string', description: 'aud_ id' },
@@ -188,13 +210,15 @@ export class ExportService {
         formatSeconds(e.started_at),
         formatSeconds(e.alarm_at),
         formatSecondsOrNull(e.ended_at) ?? '',
-        e.ok_min,
-        e.ok_max,
+        e.ok_min ?? '',
+        e.ok_max ?? '',
         e.peak_value ?? '',
         e.silenced === 1 ? 'true' : 'false',
         formatSecondsOrNull(e.acknowledged_at) ?? '',
         e.acknowledged_by ?? '',
         e.ack_note ?? '',
+        e.rule_id ?? '',
+        e.severity ?? '',
       ]);
     }
   }

@@ -17,6 +17,8 @@ import type {
 } from './report-input.ts';
 import type { ReportRow } from './reports.repository.ts';
 
+type AlertAlarmRow = Tables['alert_events'] & { rule_name: string };
+
 /** The shortest time span read per query (a channel denser than this still gets whole minutes). */
 const MIN_SCAN_WINDOW = 60 * 1_000_000;
 
@@ -133,6 +135,26 @@ export class ReportDataRepository {
       .where((eb) => eb.or([eb('ended_at', 'is', null), eb('ended_at', '>=', from)]))
       .orderBy('started_at')
       .orderBy('id')
+      .execute();
+  }
+
+  /**
+   * Alert rules' alarm events of the channels overlapping `[from, to)`, oldest first, each with its
+   * rule's name (a deleted rule keeps its row, and its events stay part of the record).
+   */
+  async alertAlarms(db: Db, seqs: number[], from: number, to: number): Promise<AlertAlarmRow[]> {
+    if (seqs.length === 0) return [];
+    return db
+      .selectFrom('alert_events as e')
+      .innerJoin('alert_rules as r', 'r.id', 'e.rule_id')
+      .selectAll('e')
+      .select('r.name as rule_name')
+      .where('e.sensor_seq', 'in', seqs)
+      .where('e.withdrawn_at', 'is', null)
+      .where('e.started_at', '<', to)
+      .where((eb) => eb.or([eb('e.ended_at', 'is', null), eb('e.ended_at', '>=', from)]))
+      .orderBy('e.started_at')
+      .orderBy('e.id')
       .execute();
   }
 
@@ -442,23 +464,31 @@ export async function gatherReportInput(deps: ReportDataDeps, report: ReportRow)
     (intervals.get(deviceId) ?? []).some((i) => ts >= i.from && ts < i.to) ||
     placements.get(deviceId)?.siteAt(ts) === siteId;
 
-  const alarms: ReportAlarm[] = (await data.alarms(db, seqs, from, to))
-    .filter((e) => placements.get(e.device_id)?.siteAt(e.started_at) === siteId)
-    .map((e) => ({
-      eventId: e.id,
-      channelId: e.channel_id,
-      kind: e.kind,
-      startedAt: e.started_at,
-      alarmAt: e.alarm_at,
-      endedAt: e.ended_at,
-      okMin: e.ok_min,
-      okMax: e.ok_max,
-      peakValue: e.peak_value,
-      silenced: e.silenced === 1,
-      acknowledgedAt: e.acknowledged_at,
-      acknowledgedBy: e.acknowledged_by === null ? null : who(e.acknowledged_by),
-      ackNote: e.ack_note,
-    }));
+  const onSiteAtStart = (e: { device_id: string; started_at: number }) =>
+    placements.get(e.device_id)?.siteAt(e.started_at) === siteId;
+  const alarmOf = (e: Tables['alarm_events'] | AlertAlarmRow): ReportAlarm => ({
+    eventId: e.id,
+    channelId: e.channel_id,
+    kind: e.kind,
+    startedAt: e.started_at,
+    alarmAt: e.alarm_at,
+    endedAt: e.ended_at,
+    okMin: 'ok_min' in e ? e.ok_min : null,
+    okMax: 'ok_max' in e ? e.ok_max : null,
+    peakValue: e.peak_value,
+    silenced: e.silenced === 1,
+    acknowledgedAt: e.acknowledged_at,
+    acknowledgedBy: e.acknowledged_by === null ? null : who(e.acknowledged_by),
+    ackNote: e.ack_note,
+    rule: 'rule_name' in e ? { name: e.rule_name, severity: e.severity } : null,
+  });
+  const alarms: ReportAlarm[] = [
+    ...(await data.alarms(db, seqs, from, to)),
+    ...(await data.alertAlarms(db, seqs, from, to)),
+  ]
+    .filter(onSiteAtStart)
+    .map(alarmOf)
+    .sort((a, b) => a.startedAt - b.startedAt || (a.eventId < b.eventId ? -1 : 1));
 
   const silences: ReportSilence[] = (await data.silences(db, seqs, from, to))
     .filter((s) => {

@@ -51,6 +51,9 @@ const EN = {
   silenced: 'Silenced',
   acknowledged: 'Acknowledged',
   note: 'Note',
+  alertRule: 'Alert rule',
+  warning: 'warning',
+  critical: 'critical',
   yes: 'yes',
   no: 'no',
   ongoing: 'ongoing',
@@ -156,6 +159,9 @@ const DE: Texts = {
   silenced: 'Stumm',
   acknowledged: 'Quittiert',
   note: 'Notiz',
+  alertRule: 'Alarmregel',
+  warning: 'Warnung',
+  critical: 'kritisch',
   yes: 'ja',
   no: 'nein',
   ongoing: 'andauernd',
@@ -259,6 +265,9 @@ const FR: Texts = {
   silenced: 'Sourdine',
   acknowledged: 'Acquittée',
   note: 'Note',
+  alertRule: 'Règle d’alerte',
+  warning: 'avertissement',
+  critical: 'critique',
   yes: 'oui',
   no: 'non',
   ongoing: 'en cours',
@@ -335,6 +344,7 @@ const KIND_NAMES: Record<ReportLanguage, Record<string, string>> = {
     threshold_high: 'above range',
     threshold_low: 'below range',
     no_data: 'no data',
+    rate_of_change: 'rate of change',
   },
   de: {
     temperature: 'Temperatur',
@@ -344,6 +354,7 @@ const KIND_NAMES: Record<ReportLanguage, Record<string, string>> = {
     threshold_high: 'über Bereich',
     threshold_low: 'unter Bereich',
     no_data: 'keine Daten',
+    rate_of_change: 'Änderungsrate',
   },
   fr: {
     temperature: 'température',
@@ -353,6 +364,7 @@ const KIND_NAMES: Record<ReportLanguage, Record<string, string>> = {
     threshold_high: 'au-dessus de la plage',
     threshold_low: 'en dessous de la plage',
     no_data: 'pas de données',
+    rate_of_change: 'vitesse de variation',
   },
 };
 

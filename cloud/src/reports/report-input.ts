@@ -99,6 +99,8 @@ export interface ReportAlarm {
   /** The acknowledging user's e-mail, or null. */
   acknowledgedBy: string | null;
   ackNote: string | null;
+  /** The alert rule that raised it; null for the sensor's own rule. */
+  rule: { name: string; severity: 'warning' | 'critical' } | null;
 }
 
 export interface ReportSilence {

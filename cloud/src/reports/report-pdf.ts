@@ -12,7 +12,7 @@ import { DateTime } from 'luxon';
 import PDFDocument from 'pdfkit';
 import { chartColumns, downsample, drawChart, type ChartBand, type Trace } from './report-chart.ts';
 import { ReportText } from './report-i18n.ts';
-import type { ReportChannel, ReportInput, RuleSnapshot } from './report-input.ts';
+import type { ReportAlarm, ReportChannel, ReportInput, RuleSnapshot } from './report-input.ts';
 import { Layout, PAGE, type Column, type Row } from './report-layout.ts';
 import {
   channelStats,
@@ -376,13 +376,27 @@ function drawChannelPage(
 }
 
 /**
+ * The line under an alarm's row: the alert rule that raised it with the severity of the condition
+ * (an event of the sensor's own rule has none), and the acknowledgement note.
+ */
+function alarmNote(a: ReportAlarm, text: ReportText): { note?: string } {
+  const parts = [
+    ...(a.rule ? [`${text.t('alertRule')}: ${a.rule.name} (${text.t(a.rule.severity)})`] : []),
+    ...(a.ackNote ? [`${text.t('note')}: ${a.ackNote}`] : []),
+  ];
+  return parts.length > 0 ? { note: parts.join(' · ') } : {};
+}
+
+/**
  * Every excursion of the channel, with the alarm it raised (an alarm event of the channel that started
  * within it) and whether that alarm was acknowledged. A short excursion within the rule's grace time
  * raises none.
  */
 function drawExcursions(layout: Layout, input: ReportInput, text: ReportText, report: ChannelReport): void {
   const { channel, stats, decimals } = report;
-  const alarms = input.alarms.filter((a) => a.channelId === channel.channelId && a.kind !== 'no_data');
+  const alarms = input.alarms.filter(
+    (a) => a.channelId === channel.channelId && (a.kind === 'threshold_high' || a.kind === 'threshold_low'),
+  );
   const columns: Column[] = [
     { header: text.t('started'), width: 80, lines: 2 },
     { header: text.t('ended'), width: 80, lines: 2 },
@@ -506,7 +520,7 @@ function drawSections(layout: Layout, input: ReportInput, text: ReportText): voi
             ? text.t('no')
             : `${a.acknowledgedBy ?? '–'}\n${text.dateTime(a.acknowledgedAt)}`,
         ],
-        ...(a.ackNote ? { note: `${text.t('note')}: ${a.ackNote}` } : {}),
+        ...alarmNote(a, text),
       };
     }),
     opts(text.t('alarms')),

@@ -42,8 +42,8 @@ describe.each(DATABASES)('POST /v1/accounts/me/export on %s', (db) => {
   let user: SignedIn;
   afterEach(async () => t?.stop());
 
-  async function start(): Promise<void> {
-    t = await startTestCloud({ db, clock: new ManualClock(NOW), env: READ_ENV });
+  async function start(clock = new ManualClock(NOW)): Promise<void> {
+    t = await startTestCloud({ db, clock, env: READ_ENV });
     user = await signUp(t, 'auditor@example.com');
   }
 
@@ -177,6 +177,8 @@ describe.each(DATABASES)('POST /v1/accounts/me/export on %s', (db) => {
         acknowledged_at: '2026-03-10T10:20:00Z',
         acknowledged_by: user.userId,
         ack_note: 'door left open, "closed" it',
+        rule_id: '',
+        severity: '',
       },
       expect.objectContaining({
         id: 'evt_open',
@@ -185,6 +187,53 @@ describe.each(DATABASES)('POST /v1/accounts/me/export on %s', (db) => {
         silenced: 'false',
         ack_note: '',
       }),
+    ]);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("writes alert rules' events beside the sensor's own, with the rule and its severity, oldest first", async () => {
+    // The alert rule applies from its creation, two hours before the readings.
+    const clock = new ManualClock(NOW - 120 * MINUTE);
+    await start(clock);
+    const site = await createSite(t, user.token);
+    const device = await createDevice(t, user.token, site.id);
+    const channelId = await ingestHttp(t, device, [{ ts: NOW - 121 * MINUTE, value: 4 }]);
+    const rule = await t.http.post(
+      '/v1/alert-rules',
+      {
+        name: 'Fridge above 8 °C',
+        channel_ids: [channelId],
+        conditions: [{ type: 'above', value: 8, delay_min: 0, severity: 'critical' }],
+      },
+      { token: user.token },
+    );
+    expect(rule.status).toBe(201);
+    clock.set(NOW);
+    // 9.5 °C for 70 minutes: the sensor's own rule (0..5 °C, 30 minutes' grace) and the alert rule
+    // (above 8 °C at once) each open an event, both resolved by 3 °C.
+    await ingestHttp(
+      t,
+      device,
+      [
+        ...Array.from({ length: 8 }, (_, i) => ({ ts: NOW - 100 * MINUTE + i * 10 * MINUTE, value: 9.5 })),
+        { ts: NOW - 20 * MINUTE, value: 3 },
+      ],
+      { concurrency: 1 },
+    );
+    await t.cloud.services.rules.drain();
+    await t.cloud.services.alertEngine.drain();
+    const { dir } = await downloadExport(t, user.token);
+    // Both start with the same reading: their order is the ids'.
+    const rows = csv(dir, 'events.csv');
+    expect(rows.map((r) => r.id)).toEqual(rows.map((r) => r.id).sort());
+    const byRule = [...rows].sort((a, b) => ((a.rule_id ?? '') < (b.rule_id ?? '') ? -1 : 1));
+    expect(byRule.map((r) => [r.kind, r.rule_id, r.severity, r.ok_min, r.ok_max, r.state])).toEqual([
+      ['threshold_high', '', '', '0', '5', 'resolved'],
+      ['threshold_high', rule.json.id, 'critical', '', '', 'resolved'],
+    ]);
+    expect(rows.map((r) => [r.started_at, r.peak_value])).toEqual([
+      [formatMicros(NOW - 100 * MINUTE).replace(/\.\d+Z$/, 'Z'), '9.5'],
+      [formatMicros(NOW - 100 * MINUTE).replace(/\.\d+Z$/, 'Z'), '9.5'],
     ]);
     fs.rmSync(dir, { recursive: true, force: true });
   });

@@ -177,4 +177,60 @@ describe.each(DATABASES)('report content on %s', (db) => {
     expect(linesWith(text, '7 Mar 2026', '3.8')).toEqual([]);
     expect(linesWith(text, '9 Mar 2026', '3.8')).toEqual([]);
   });
+
+  it("lists an alert rule's alarm with its rule, severity and acknowledgement note, in each language", async () => {
+    const clock = new ManualClock(at('2026-03-01T06:00:00Z'));
+    t = await startTestCloud({ db, clock, env: { ...READ_ENV, RATE_LIMIT_REPORT_PER_MIN: '100' } });
+    user = await signUp(t, 'rules@example.com');
+    const site = await createSite(t, user.token, { name: 'Kitchen', timezone: 'Europe/Paris' });
+    const device = await createDevice(t, user.token, site.id, { name: 'Prep fridge' });
+    const channelId = await ingestHttp(t, device, [{ ts: at('2026-03-01T05:00:00Z'), value: 3 }]);
+    // The sensor's own rule is switched off: the only alarm is the alert rule's.
+    const sensor = (await t.http.get(`/v1/devices/${device.id}/sensors`, { token: user.token })).json.data[0];
+    expect(
+      (await t.http.patch(`/v1/sensors/${sensor.id}`, { rule_enabled: false }, { token: user.token })).status,
+    ).toBe(200);
+    const rule = await t.http.post(
+      '/v1/alert-rules',
+      {
+        name: 'Prep fridge above 8',
+        channel_ids: [channelId],
+        conditions: [{ type: 'above', value: 8, delay_min: 0, severity: 'critical' }],
+      },
+      { token: user.token },
+    );
+    expect(rule.status).toBe(201);
+    clock.set(at('2026-03-10T12:00:00Z'));
+    await ingestHttp(
+      t,
+      device,
+      [
+        { ts: at('2026-03-10T09:00:00Z'), value: 8.5 },
+        { ts: at('2026-03-10T09:10:00Z'), value: 10.25 },
+        { ts: at('2026-03-10T09:20:00Z'), value: 4 },
+      ],
+      { concurrency: 1 },
+    );
+    await t.cloud.services.rules.drain();
+    await t.cloud.services.alertEngine.drain();
+    const events = (await t.http.get(`/v1/events?channel_id=${channelId}`, { token: user.token })).json.data;
+    expect(events).toHaveLength(1);
+    const ack = await t.http.post(
+      `/v1/events/${events[0].id}/ack`,
+      { note: 'Compressor restarted' },
+      { token: user.token },
+    );
+    expect(ack.status).toBe(200);
+
+    clock.set(at('2026-04-02T09:00:00Z'));
+    const period = { from: '2026-03-01T00:00:00+01:00', to: '2026-04-01T00:00:00+02:00' };
+    const english = await makeReport({ site_id: site.id, template: 'haccp_monthly', language: 'en', period });
+    // The alarm's row (peak 10.3 °C, acknowledged by whom) and the line under it.
+    expect(linesWith(english.text, 'Prep fridge', 'above', '10.3 °C', 'rules@example.com').length).toBe(1);
+    expect(english.text).toContain('Alert rule: Prep fridge above 8 (critical) · Note: Compressor restarted');
+    const german = await makeReport({ site_id: site.id, template: 'haccp_monthly', language: 'de', period });
+    expect(german.text).toContain('Alarmregel: Prep fridge above 8 (kritisch)');
+    const french = await makeReport({ site_id: site.id, template: 'haccp_monthly', language: 'fr', period });
+    expect(french.text).toContain('Règle d’alerte: Prep fridge above 8 (critique)');
+  });
 });

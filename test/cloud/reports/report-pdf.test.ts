@@ -106,6 +106,7 @@ function alarm(overrides: Partial<ReportAlarm> = {}): ReportAlarm {
     acknowledgedAt: HOT_AT + 3 * STEP,
     acknowledgedBy: 'ann@example.com',
     ackNote: 'Door seal replaced, goods moved to the backup cooler',
+    rule: null,
     ...overrides,
   };
 }
