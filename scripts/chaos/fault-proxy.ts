@@ -102,8 +102,8 @@ export class FaultProxy {
   private readonly pairs = new Set<Pair>();
   private current: ProxyMode = { kind: 'pass' };
   private boundPort = 0;
-  /** Connections accepted, and reset by a cut. */
-  readonly counts = { connections: 0, resets: 0, blackholed: 0 };
+  /** Connections accepted, reset, caught in a blackhole; bytes and closes a blackhole swallowed. */
+  readonly counts = { connections: 0, resets: 0, blackholed: 0, droppedBytes: 0, droppedCloses: 0 };
 
   constructor(private readonly target: { host: string; port: number }) {}
 
@@ -144,7 +144,7 @@ export class FaultProxy {
     const mode = () => this.current;
     if (pair.black) {
       // Accepted, and nothing ever reaches the other side.
-      client.on('data', () => undefined);
+      client.on('data', (data: Buffer) => (this.counts.droppedBytes += data.length));
       return;
     }
     const upstream = net.connect(this.target.port, this.target.host);
@@ -154,13 +154,18 @@ export class FaultProxy {
     const up = new Lane(client, upstream, mode);
     const down = new Lane(upstream, client, mode);
     pair.lanes = [up, down];
-    client.on('data', (data: Buffer) => (pair.black ? undefined : up.push(data)));
-    upstream.on('data', (data: Buffer) => (pair.black ? undefined : down.push(data)));
+    client.on('data', (data: Buffer) => (pair.black ? (this.counts.droppedBytes += data.length) : up.push(data)));
+    upstream.on('data', (data: Buffer) =>
+      pair.black ? (this.counts.droppedBytes += data.length) : down.push(data),
+    );
   }
 
   /** One end closed: the other is told, unless a blackhole swallows it. */
   private ended(pair: Pair, which: net.Socket): void {
-    if (pair.black && this.current.kind === 'blackhole') return;
+    if (pair.black && this.current.kind === 'blackhole') {
+      this.counts.droppedCloses++;
+      return;
+    }
     const other = which === pair.client ? pair.upstream : pair.client;
     this.pairs.delete(pair);
     for (const lane of pair.lanes) lane.drop();
