@@ -42,7 +42,8 @@ class Lane {
       for (let i = 0; i < data.length; i += PIECE) {
         const piece = data.subarray(i, i + PIECE);
         // Latency from arrival; the bandwidth limit spaces pieces by their size.
-        const at = Math.max(now + mode.latencyMs, this.lastRelease) + (piece.length / mode.bytesPerSecond) * 1000;
+        const at =
+          Math.max(now + mode.latencyMs, this.lastRelease) + (piece.length / mode.bytesPerSecond) * 1000;
         this.lastRelease = at;
         this.queue.push({ data: piece, at });
       }
@@ -154,7 +155,9 @@ export class FaultProxy {
     const up = new Lane(client, upstream, mode);
     const down = new Lane(upstream, client, mode);
     pair.lanes = [up, down];
-    client.on('data', (data: Buffer) => (pair.black ? (this.counts.droppedBytes += data.length) : up.push(data)));
+    client.on('data', (data: Buffer) =>
+      pair.black ? (this.counts.droppedBytes += data.length) : up.push(data),
+    );
     upstream.on('data', (data: Buffer) =>
       pair.black ? (this.counts.droppedBytes += data.length) : down.push(data),
     );
@@ -211,7 +214,8 @@ export class FaultProxy {
     this.pairs.delete(pair);
     this.counts.resets++;
     for (const lane of pair.lanes) lane.drop();
-    for (const socket of [pair.client, pair.upstream]) if (socket && !socket.destroyed) socket.resetAndDestroy();
+    for (const socket of [pair.client, pair.upstream])
+      if (socket && !socket.destroyed) socket.resetAndDestroy();
   }
 
   /** Resets every connection and stops listening. */

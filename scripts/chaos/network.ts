@@ -91,8 +91,20 @@ interface UplinkSettings {
  */
 function uplinkSettings(full: boolean): UplinkSettings {
   return full
-    ? { keepalive_s: 30, reconnect_min_ms: 1000, reconnect_max_ms: 60_000, connect_timeout_ms: 10_000, inflight: 100 }
-    : { keepalive_s: 5, reconnect_min_ms: 100, reconnect_max_ms: 1000, connect_timeout_ms: 3000, inflight: 100 };
+    ? {
+        keepalive_s: 30,
+        reconnect_min_ms: 1000,
+        reconnect_max_ms: 60_000,
+        connect_timeout_ms: 10_000,
+        inflight: 100,
+      }
+    : {
+        keepalive_s: 5,
+        reconnect_min_ms: 100,
+        reconnect_max_ms: 1000,
+        connect_timeout_ms: 3000,
+        inflight: 100,
+      };
 }
 
 /** The cloud, the proxy in front of its bridge, the gateway behind the proxy, and the devices. */
@@ -133,7 +145,9 @@ async function withRig<T>(
     if (!statusLine) throw new Error('the gateway logged no status page port');
     const statusUrl = `http://127.0.0.1:${statusLine.port as number}/status.json`;
     for (let s = 0; s < setup.sensors; s++) {
-      devices.push(await NotifyingDevice.connect(brokerPort, `shellyplusht-${s.toString(16).padStart(12, '0')}`));
+      devices.push(
+        await NotifyingDevice.connect(brokerPort, `shellyplusht-${s.toString(16).padStart(12, '0')}`),
+      );
     }
     const status = async () => {
       const response = await fetch(statusUrl);
@@ -255,94 +269,98 @@ export const network: Scenario = {
     const sensors = options.full ? 20 : 5;
     const rand = random(options.seed);
     const startedAt = performance.now();
-    return withRig(options, { sensors, uplink: uplinkSettings(options.full), proxy: { kind: 'pass' } }, async (rig) => {
-      const ledger = new Map<string, boolean>();
-      let refused = 0;
-      let stopping = false;
-      const senders = rig.devices.map(async (device, d) => {
-        let last = 0;
-        for (let n = 0; !stopping; n++) {
-          // Millisecond times, increasing per device: exact in µs after the gateway's rounding.
-          const ts = Math.max(Date.now(), last + 1);
-          last = ts;
-          const key = device.key(ts / 1000);
-          const ok = await device.notify(ts / 1000, 20 + ((n + d) % 100) / 10);
-          ledger.set(key, (ledger.get(key) ?? false) || ok);
-          if (!ok) refused++;
-          await sleep(100);
+    return withRig(
+      options,
+      { sensors, uplink: uplinkSettings(options.full), proxy: { kind: 'pass' } },
+      async (rig) => {
+        const ledger = new Map<string, boolean>();
+        let refused = 0;
+        let stopping = false;
+        const senders = rig.devices.map(async (device, d) => {
+          let last = 0;
+          for (let n = 0; !stopping; n++) {
+            // Millisecond times, increasing per device: exact in µs after the gateway's rounding.
+            const ts = Math.max(Date.now(), last + 1);
+            last = ts;
+            const key = device.key(ts / 1000);
+            const ok = await device.notify(ts / 1000, 20 + ((n + d) % 100) / 10);
+            ledger.set(key, (ledger.get(key) ?? false) || ok);
+            if (!ok) refused++;
+            await sleep(100);
+          }
+        });
+        const mon = monitor(rig);
+        const lines: string[] = [];
+        const recoveries: number[] = [];
+        try {
+          // The path works first: the gateway connects and forwards.
+          await waitFor(() => (mon.samples.at(-1)?.published ?? 0) > 0, 60_000, 'the first PUBACK');
+          for (let i = 0; i < faults; i++) {
+            await sleep(upMs * (0.5 + rand()));
+            const mode = CYCLE[i % CYCLE.length]!;
+            const before = mon.samples.at(-1)!;
+            const faultAt = performance.now();
+            await rig.proxy.setMode(mode);
+            options.log(`network fault ${i + 1}/${faults}: ${mode.kind} for ${faultMs} ms`);
+            await sleep(faultMs);
+            const healedAt = performance.now();
+            const atHeal = mon.samples.at(-1)!;
+            await rig.proxy.setMode({ kind: 'pass' });
+            await waitFor(
+              () => mon.samples.some((s) => s.at > healedAt && s.published > atHeal.published),
+              300_000,
+              `a PUBACK after the ${mode.kind} healed`,
+            );
+            const back = mon.samples.find((s) => s.at > healedAt && s.published > atHeal.published)!;
+            recoveries.push(back.at - healedAt);
+            await waitFor(
+              () => mon.samples.some((s) => s.at > healedAt && s.depth <= before.depth + 20),
+              600_000,
+              `the buffer back to its depth after the ${mode.kind}`,
+            );
+            const caughtUp = mon.samples.find((s) => s.at > healedAt && s.depth <= before.depth + 20)!;
+            const noticed = mon.samples.find((s) => s.at > faultAt && s.state !== 'connected');
+            const parts = [
+              `${mode.kind} ${i + 1}`,
+              `buffer ${atHeal.depth} at the heal`,
+              `PUBACK again after ${seconds(back.at - healedAt)}`,
+              `caught up after ${seconds(caughtUp.at - healedAt)}`,
+            ];
+            if (mode.kind === 'blackhole')
+              parts.push(noticed ? `gateway noticed after ${seconds(noticed.at - faultAt)}` : 'not noticed');
+            lines.push(parts.join(', '));
+            options.log(lines.at(-1)!);
+          }
+        } finally {
+          stopping = true;
+          await Promise.all(senders);
         }
-      });
-      const mon = monitor(rig);
-      const lines: string[] = [];
-      const recoveries: number[] = [];
-      try {
-        // The path works first: the gateway connects and forwards.
-        await waitFor(() => (mon.samples.at(-1)?.published ?? 0) > 0, 60_000, 'the first PUBACK');
-        for (let i = 0; i < faults; i++) {
-          await sleep(upMs * (0.5 + rand()));
-          const mode = CYCLE[i % CYCLE.length]!;
-          const before = mon.samples.at(-1)!;
-          const faultAt = performance.now();
-          await rig.proxy.setMode(mode);
-          options.log(`network fault ${i + 1}/${faults}: ${mode.kind} for ${faultMs} ms`);
-          await sleep(faultMs);
-          const healedAt = performance.now();
-          const atHeal = mon.samples.at(-1)!;
-          await rig.proxy.setMode({ kind: 'pass' });
-          await waitFor(
-            () => mon.samples.some((s) => s.at > healedAt && s.published > atHeal.published),
-            300_000,
-            `a PUBACK after the ${mode.kind} healed`,
-          );
-          const back = mon.samples.find((s) => s.at > healedAt && s.published > atHeal.published)!;
-          recoveries.push(back.at - healedAt);
-          await waitFor(
-            () => mon.samples.some((s) => s.at > healedAt && s.depth <= before.depth + 20),
-            600_000,
-            `the buffer back to its depth after the ${mode.kind}`,
-          );
-          const caughtUp = mon.samples.find((s) => s.at > healedAt && s.depth <= before.depth + 20)!;
-          const noticed = mon.samples.find((s) => s.at > faultAt && s.state !== 'connected');
-          const parts = [
-            `${mode.kind} ${i + 1}`,
-            `buffer ${atHeal.depth} at the heal`,
-            `PUBACK again after ${seconds(back.at - healedAt)}`,
-            `caught up after ${seconds(caughtUp.at - healedAt)}`,
-          ];
-          if (mode.kind === 'blackhole')
-            parts.push(noticed ? `gateway noticed after ${seconds(noticed.at - faultAt)}` : 'not noticed');
-          lines.push(parts.join(', '));
-          options.log(lines.at(-1)!);
-        }
-      } finally {
-        stopping = true;
-        await Promise.all(senders);
-      }
-      const drainedAt = await drained(rig, 300_000);
-      await mon.stop();
-      const ids = new Set(rig.devices.map((d) => d.id));
-      const stored = (await storedKeys(rig.inst)).filter((k) => ids.has(k.split('/')[0]!));
-      const notes: ScenarioResult['notes'] = {
-        devices: sensors,
-        'fault length ms': faultMs,
-        'uplink keepalive s': uplinkSettings(options.full).keepalive_s,
-        'proxy connections': rig.proxy.counts.connections,
-        'proxy resets': rig.proxy.counts.resets,
-        'uplink connects': mon.samples.at(-1)?.connects ?? 0,
-        'cloud error log lines': rig.cloud.errors.count,
-      };
-      lines.forEach((line, i) => (notes[`fault ${i + 1}`] = line));
-      if (refused > 0) notes.refused = refused;
-      if (drainedAt === null) notes.failed = 'the gateway buffer did not drain within 5 minutes';
-      const code = await stopCloud(rig.cloud);
-      if (code !== 0) notes.failed = `the cloud did not stop cleanly: exit ${code}`;
-      return resultOf(this.name, options, ledger, stored, {
-        faults,
-        startedAt,
-        recoveryMs: Math.max(0, ...recoveries),
-        notes,
-      });
-    });
+        const drainedAt = await drained(rig, 300_000);
+        await mon.stop();
+        const ids = new Set(rig.devices.map((d) => d.id));
+        const stored = (await storedKeys(rig.inst)).filter((k) => ids.has(k.split('/')[0]!));
+        const notes: ScenarioResult['notes'] = {
+          devices: sensors,
+          'fault length ms': faultMs,
+          'uplink keepalive s': uplinkSettings(options.full).keepalive_s,
+          'proxy connections': rig.proxy.counts.connections,
+          'proxy resets': rig.proxy.counts.resets,
+          'uplink connects': mon.samples.at(-1)?.connects ?? 0,
+          'cloud error log lines': rig.cloud.errors.count,
+        };
+        lines.forEach((line, i) => (notes[`fault ${i + 1}`] = line));
+        if (refused > 0) notes.refused = refused;
+        if (drainedAt === null) notes.failed = 'the gateway buffer did not drain within 5 minutes';
+        const code = await stopCloud(rig.cloud);
+        if (code !== 0) notes.failed = `the cloud did not stop cleanly: exit ${code}`;
+        return resultOf(this.name, options, ledger, stored, {
+          faults,
+          startedAt,
+          recoveryMs: Math.max(0, ...recoveries),
+          notes,
+        });
+      },
+    );
   },
 };
 
@@ -448,7 +466,8 @@ export const outage72h: Scenario = {
       }
       Object.assign(notes, observer.notes());
       const unordered = observer.beyondWindow(uplink.inflight);
-      if (unordered > 0) notes.failed = `${unordered} readings stored out of order beyond the in-flight window`;
+      if (unordered > 0)
+        notes.failed = `${unordered} readings stored out of order beyond the in-flight window`;
       if (observer.snapshots === 0) notes.failed = 'the drain was never observed';
       const code = await stopCloud(rig.cloud);
       if (code !== 0) notes.failed = `the cloud did not stop cleanly: exit ${code}`;
@@ -573,7 +592,8 @@ class OrderObserver {
       this.frontier[s] = f;
       if (f < this.minutes) lowest = Math.min(lowest, f * 100 + s);
     }
-    if (Number.isFinite(lowest) && Number.isFinite(highest)) this.maxSpread = Math.max(this.maxSpread, highest - lowest);
+    if (Number.isFinite(lowest) && Number.isFinite(highest))
+      this.maxSpread = Math.max(this.maxSpread, highest - lowest);
   }
 
   /** Reorderings by more than `window` places of the feed's order. */
