@@ -129,7 +129,6 @@ async function withRig<T>(
   let gateway: GatewayProcess | null = null;
   const devices: NotifyingDevice[] = [];
   try {
-    cloud = await startCloud(inst);
     proxy = new FaultProxy({ host: '127.0.0.1', port: inst.mqttPort });
     await proxy.start(setup.proxy);
     const brokerPort = await freePort();
@@ -140,20 +139,29 @@ async function withRig<T>(
       uplink: { ...setup.uplink },
       gatewayId: 'gw-chaos-net',
     });
-    gateway = await spawnGateway(configFile);
-    const statusLine = gateway.logs.find((l) => l.msg === 'status page listening');
+    // The cloud and the gateway start side by side (each takes seconds of CPU to load); the
+    // gateway's uplink retries until the cloud listens.
+    const [started, spawned] = await Promise.allSettled([startCloud(inst), spawnGateway(configFile)]);
+    if (started.status === 'fulfilled') cloud = started.value;
+    if (spawned.status === 'fulfilled') gateway = spawned.value;
+    if (started.status === 'rejected') throw started.reason;
+    if (spawned.status === 'rejected') throw spawned.reason;
+    const statusLine = spawned.value.logs.find((l) => l.msg === 'status page listening');
     if (!statusLine) throw new Error('the gateway logged no status page port');
     const statusUrl = `http://127.0.0.1:${statusLine.port as number}/status.json`;
-    for (let s = 0; s < setup.sensors; s++) {
-      devices.push(
-        await NotifyingDevice.connect(brokerPort, `shellyplusht-${s.toString(16).padStart(12, '0')}`),
-      );
-    }
+    const ids = Array.from(
+      { length: setup.sensors },
+      (_, s) => `shellyplusht-${s.toString(16).padStart(12, '0')}`,
+    );
+    const connected = await Promise.allSettled(ids.map((id) => NotifyingDevice.connect(brokerPort, id)));
+    for (const c of connected) if (c.status === 'fulfilled') devices.push(c.value);
+    const failed = connected.find((c) => c.status === 'rejected');
+    if (failed) throw failed.reason;
     const status = async () => {
       const response = await fetch(statusUrl);
       return (await response.json()) as StatusSnapshot;
     };
-    return await body({ inst, cloud, proxy, gateway, devices, status });
+    return await body({ inst, cloud: started.value, proxy, gateway: spawned.value, devices, status });
   } finally {
     await Promise.all(devices.map((d) => d.close().catch(() => undefined)));
     if (gateway) await gateway.kill('SIGKILL');
@@ -264,7 +272,7 @@ export const network: Scenario = {
   databases: ['sqlite'],
   async run(options: ScenarioOptions): Promise<ScenarioResult> {
     const faults = options.faults ?? 3;
-    const faultMs = options.durationMs ?? (options.full ? 120_000 : 3000);
+    const faultMs = options.durationMs ?? (options.full ? 120_000 : 2000);
     const upMs = options.full ? 20_000 : 1000;
     const sensors = options.full ? 20 : 5;
     const rand = random(options.seed);
@@ -391,6 +399,7 @@ const MINUTE_MICROS = 60_000_000;
 export const outage72h: Scenario = {
   name: 'outage-72h',
   description: '100 sensors, 72 h of readings at one a minute buffered while the uplink is cut, then drained',
+  databases: ['sqlite'],
   async run(options: ScenarioOptions): Promise<ScenarioResult> {
     const sensors = 100;
     const spanMs = options.durationMs ?? (options.full ? 72 * 3600_000 : 3600_000);
