@@ -460,6 +460,7 @@ export const outage72h: Scenario = {
         'uplink reconnect max ms': uplink.reconnect_max_ms,
         'cloud error log lines': rig.cloud.errors.count,
       };
+      if (accepted < ledger.size) notes.refused = ledger.size - accepted;
       let recoveryMs = 0;
       if (drainedAt === null) notes.failed = 'the backlog did not drain';
       else {
