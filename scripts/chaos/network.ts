@@ -537,10 +537,14 @@ class OrderObserver {
       await sleep(200);
     }
     this.seenWhileDraining = this.seen;
-    // One last look once the gateway's buffer is empty: everything must be there.
+    // A last look once the gateway's buffer is empty (everything must be there), read by pages of
+    // 500 a channel until the frontiers stop moving.
     await this.resolveChannels();
-    const rest = [...this.channels.keys()].filter((s) => this.frontier[s]! < this.minutes);
-    for (let i = 0; i < rest.length; i += 50) await this.read(rest.slice(i, i + 50));
+    for (let before = -1; before !== this.seen;) {
+      before = this.seen;
+      const rest = [...this.channels.keys()].filter((s) => this.frontier[s]! < this.minutes);
+      for (let i = 0; i < rest.length; i += 50) await this.read(rest.slice(i, i + 50));
+    }
   }
 
   /** The temperature channel of each sensor, once the cloud has created its device. */
