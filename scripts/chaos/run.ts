@@ -4,12 +4,13 @@ import type { DbKind } from '../../test/helpers/databases.ts';
 import { ROOT } from '../../test/helpers/process.ts';
 import { cloudKill } from './cloud-kill.ts';
 import { gatewayKill } from './gateway-kill.ts';
+import { network, outage72h } from './network.ts';
 import { overload } from './overload.ts';
 import { pgOutage } from './pg-outage.ts';
 import type { Scenario, ScenarioOptions, ScenarioResult } from './types.ts';
 
 /** Every scenario `npm run chaos` knows, in the order it runs them. */
-export const SCENARIOS: Scenario[] = [gatewayKill, cloudKill, pgOutage, overload];
+export const SCENARIOS: Scenario[] = [gatewayKill, cloudKill, pgOutage, overload, network, outage72h];
 
 export function scenarioNamed(name: string): Scenario {
   const found = SCENARIOS.find((s) => s.name === name);

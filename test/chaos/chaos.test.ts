@@ -27,5 +27,6 @@ describe.each(cases)('chaos scenario %s on %s', (_name, db, scenario) => {
     expect(r.acknowledged).toBeGreaterThan(0);
     expect(r.stored).toBeGreaterThanOrEqual(r.acknowledged);
     if (scenario.name === 'pg-outage') expect(r.notes['refused while down']).toBeGreaterThan(0);
+    if (scenario.name === 'outage-72h') expect(r.notes['order: readings seen in order in all']).toBe(6000);
   }, 300_000);
 });

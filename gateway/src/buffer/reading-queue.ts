@@ -118,7 +118,7 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
       insert: db.prepare('INSERT INTO outbox (device, kind, ts, body) VALUES (?, ?, ?, ?)'),
       peek: db.prepare('SELECT id, device, kind, ts, body FROM outbox WHERE id > ? ORDER BY id LIMIT ?'),
       remove: db.prepare('DELETE FROM outbox WHERE id = ?'),
-      oldest: db.prepare('SELECT ts FROM outbox ORDER BY id LIMIT 1'),
+      oldest: db.prepare('SELECT ts FROM outbox WHERE kind = 0 ORDER BY id LIMIT 1'),
       deadLetter: db.prepare(
         `INSERT INTO dead_letters (device, kind, ts, body, reason_code, reason, rejected_at)
          SELECT device, kind, ts, body, ?, ?, ? FROM outbox WHERE id = ?`,
@@ -248,9 +248,14 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
     this.deadLetters += ids.length;
   }
 
-  /** The taking time of the oldest queued row, microseconds; null when empty. */
+  /**
+   * When the reading that has waited longest (the next to leave) was taken, microseconds; null when
+   * no reading waits. States and info are not readings: their time is when the gateway queued them,
+   * which says nothing of a backlog of readings that carry their devices' own, older, times.
+   */
   oldestTs(): number | null {
     if (!this.statements || this.count === 0) return null;
+    // Readings first-in by id; the few states and info rows ahead of them are skipped.
     const row = this.statements.oldest.get() as { ts: number } | undefined;
     return row?.ts ?? null;
   }
