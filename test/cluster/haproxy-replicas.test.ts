@@ -157,14 +157,17 @@ if (DATABASES.includes('postgres'))
       const events: string[] = [];
       for (const start of [n - 48 * MINUTE_US, n - 26 * MINUTE_US]) {
         const before = await Promise.all([a!, b!].map((r) => ingestCount(r, '200')));
-        const opened = hooks!.next((h) => h.path === '/alarms' && h.event === 'alarm.opened');
+        const opened = hooks!.next((h) => h.path === '/alarms' && h.event === 'alarm.opened', 'alarm.opened');
         // Only this device leaves its range in this test: the next alarm.opened is its own.
         // Sixteen minutes above 8 °C, a reading every four: past the grace, so the alarm opens.
         for (let k = 0; k <= 4; k++) {
           expect((await ingest(device, start + k * 4 * MINUTE_US, 10 + (k % 3))).status).toBe(200);
         }
         const open = await opened;
-        const resolved = hooks!.next((h) => h.path === '/alarms' && h.event === 'alarm.resolved');
+        const resolved = hooks!.next(
+          (h) => h.path === '/alarms' && h.event === 'alarm.resolved',
+          'alarm.resolved',
+        );
         expect((await ingest(device, start + 18 * MINUTE_US, 5)).status).toBe(200);
         const closed = await resolved;
         const after = await Promise.all([a!, b!].map((r) => ingestCount(r, '200')));
@@ -310,10 +313,14 @@ if (DATABASES.includes('postgres'))
         },
         { httpSenders: 4, mqttSenders: 4, pauseMs: 300, attemptTimeoutMs: 10_000 },
       );
+      const bIngestBefore = await ingestCount(b!, '200');
       try {
         load.start();
         await load.acksMore(20);
         await hooks!.waitHeld(2);
+        // B is carrying both kinds of load when it dies: MQTT senders connected to it, ingest answered by it.
+        expect(await counter(b!, 'sm_mqtt_connections', {})).toBeGreaterThanOrEqual(1);
+        expect(await ingestCount(b!, '200')).toBeGreaterThan(bIngestBefore);
         const ackedBefore = load.acks;
         const bClosed = hooks!.nextClosed();
         b!.child.kill('SIGKILL');
@@ -411,11 +418,15 @@ function ingestCount(replica: Replica, status: string): Promise<number> {
   return counter(replica, 'sm_http_requests_total', { route: '/v1/ingest', method: 'POST', status });
 }
 
-/** The sum of a counter's series whose labels include `labels`, read from the replica's own `/metrics`. */
+/** The sum of a series' values whose labels include `labels`, read from the replica's own `/metrics`. */
 async function counter(replica: Replica, name: string, labels: Record<string, string>): Promise<number> {
   const text = await (await fetch(`${replica.url}/metrics`)).text();
   let total = 0;
   for (const line of text.split('\n')) {
+    if (line.startsWith(`${name} `)) {
+      if (Object.keys(labels).length === 0) total += Number(line.slice(name.length + 1));
+      continue;
+    }
     if (!line.startsWith(`${name}{`)) continue;
     const close = line.lastIndexOf('}');
     const have = Object.fromEntries(
@@ -557,8 +568,8 @@ interface Receiver {
   nextClosed(): Promise<Hit>;
   /** Answers the held deliveries 200, and every later one at once. */
   release(): void;
-  /** Resolves with the next delivery matching. */
-  next(match: (h: Hit) => boolean): Promise<Hit>;
+  /** Resolves with the next delivery matching; rejects, naming `what`, after a minute without it. */
+  next(match: (h: Hit) => boolean, what: string): Promise<Hit>;
   close(): Promise<void>;
 }
 
@@ -596,9 +607,15 @@ async function receiver(): Promise<Receiver> {
       }
       changed();
     },
-    next: (match) => {
+    next: (match, what) => {
       const before = new Set(received);
-      return until(() => received.find((h) => !before.has(h) && match(h)));
+      let timer: NodeJS.Timeout | undefined;
+      return Promise.race([
+        until(() => received.find((h) => !before.has(h) && match(h))),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`no webhook delivery: ${what}`)), 60_000);
+        }),
+      ]).finally(() => clearTimeout(timer));
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
