@@ -59,6 +59,7 @@ const EnvSchema = z.object({
   SESSION_MAX_DAYS: days.default(30),
   RETENTION_DAYS: positiveInt.default(730),
   JOB_RETENTION_DAYS: days.default(7),
+  JOB_CLAIM_SECONDS: positiveInt.pipe(z.number().max(86_400)).default(300),
   RATE_LIMIT_MODE: z.enum(['enforce', 'warn']).default('enforce'),
   RATE_LIMIT_MGMT_PER_MIN: positiveInt.default(600),
   RATE_LIMIT_INGEST_PER_MIN: positiveInt.default(60),
@@ -150,6 +151,11 @@ export interface Config {
   readonly retentionDays: number;
   /** Finished jobs (sent mail, delivered webhooks) are removed this many days after they finished. */
   readonly jobRetentionDays: number;
+  /**
+   * JOB_CLAIM_SECONDS: how long a replica's claim on a job holds without being renewed (a running
+   * job renews it every third of that); a job of a replica that died is taken over once it lapses.
+   */
+  readonly jobClaimSeconds: number;
   readonly rateLimitMode: 'enforce' | 'warn';
   readonly rateLimits: RateLimits;
   /**
@@ -231,6 +237,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     sessionMaxDays: e.SESSION_MAX_DAYS,
     retentionDays: e.RETENTION_DAYS,
     jobRetentionDays: e.JOB_RETENTION_DAYS,
+    jobClaimSeconds: e.JOB_CLAIM_SECONDS,
     rateLimitMode: e.RATE_LIMIT_MODE,
     rateLimits: Object.freeze({
       mgmtPerMin: e.RATE_LIMIT_MGMT_PER_MIN,

@@ -54,7 +54,13 @@ function buildPlatform(deps: ServicesDeps) {
     from: config.mailFrom,
     log: log.child({ module: 'mail' }),
   });
-  const jobs = new JobQueue({ database, clock, log: log.child({ module: 'jobs' }), pollMs: deps.jobPollMs });
+  const jobs = new JobQueue({
+    database,
+    clock,
+    log: log.child({ module: 'jobs' }),
+    pollMs: deps.jobPollMs,
+    claimMs: config.jobClaimSeconds * 1000,
+  });
   jobs.register(MAIL_JOB, mailJobHandler(mailer));
   const rateLimiter = new RateLimiter({
     db,

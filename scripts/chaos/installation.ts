@@ -271,7 +271,10 @@ export function micros(iso: string): number {
  * id (from `GET /v1/devices`), the measurement type and its time (or, `by: 'value'`, its value, for
  * readings whose time the gateway stamps). A key appears once per stored row.
  */
-export async function storedKeys(inst: Installation, by: 'ts' | 'value' = 'ts'): Promise<string[]> {
+export async function storedKeys(
+  inst: Pick<Installation, 'url' | 'adminToken' | 'dataDir'>,
+  by: 'ts' | 'value' = 'ts',
+): Promise<string[]> {
   const http = new HttpClient(inst.url);
   const localIds = new Map<string, string>();
   for (let cursor: string | null = null; ;) {

@@ -57,7 +57,8 @@ export class Load {
   outage = false;
 
   constructor(
-    private readonly inst: Installation,
+    /** Where the senders go: the installation's ports, or a balancer in front of its replicas. */
+    private readonly inst: Pick<Installation, 'url' | 'mqttUrl' | 'topicRoot' | 'bridge' | 'devices'>,
     private readonly options: LoadOptions,
   ) {}
 

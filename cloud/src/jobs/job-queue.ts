@@ -18,14 +18,14 @@ export interface JobHandler {
    */
   finishedPayload?: (payload: unknown) => unknown;
   /**
-   * How long a claim holds without news (default 5 minutes). A handler that sets it keeps its claim
-   * alive while it runs (renewed every third of it), so a job whose process died is claimed again
-   * after `lockMs` rather than after the default.
+   * How long a claim holds without news (default: the queue's `claimMs`). The claim is renewed every
+   * third of it while the job runs, so a job whose process died is claimed again after `lockMs`.
    */
   lockMs?: number;
 }
 
-const LOCK_MICROS = 5 * 60 * 1_000_000;
+/** How long a claim holds without news when neither the handler nor the queue says otherwise. */
+export const DEFAULT_CLAIM_MS = 5 * 60 * 1000;
 const DEFAULT_MAX_ATTEMPTS = 8;
 /** Finished jobs removed per statement, so a long backlog never holds the write lock for long. */
 const PRUNE_BATCH = 1_000;
@@ -47,7 +47,24 @@ export class JobQueue {
   private kicked = false;
   private current: Promise<void> | null = null;
 
-  constructor(private readonly deps: { database: Database; clock: Clock; log: Logger; pollMs?: number }) {}
+  constructor(
+    private readonly deps: {
+      database: Database;
+      clock: Clock;
+      log: Logger;
+      pollMs?: number;
+      /**
+       * JOB_CLAIM_SECONDS: how long a claim holds without news. A running job renews its claim every
+       * third of it, so only a job whose process died (or stalled that long) is claimed again, by
+       * any replica, once it has lapsed.
+       */
+      claimMs?: number;
+    },
+  ) {}
+
+  private get claimMs(): number {
+    return this.deps.claimMs ?? DEFAULT_CLAIM_MS;
+  }
 
   register(kind: string, handler: JobHandler): void {
     this.handlers.set(kind, handler);
@@ -176,7 +193,7 @@ export class JobQueue {
     const now = clock.nowMicros();
     const kinds = [...this.handlers.keys()];
     if (kinds.length === 0) return undefined;
-    const lockedUntil = now + LOCK_MICROS;
+    const lockedUntil = now + this.claimMs * 1000;
     const skipLocked = sql.raw(database.dialect === 'postgres' ? 'FOR UPDATE SKIP LOCKED' : '');
     const result = await sql<JobRow>`
       UPDATE jobs SET locked_until = ${lockedUntil}, attempts = attempts + 1
@@ -200,18 +217,18 @@ export class JobQueue {
       handler.finishedPayload && payload !== undefined
         ? { payload: JSON.stringify(handler.finishedPayload(payload)) }
         : {};
-    const heartbeat = handler.lockMs === undefined ? null : this.keepClaimed(job.id, handler.lockMs);
+    const heartbeat = this.keepClaimed(job.id, handler.lockMs ?? this.claimMs, handler.lockMs !== undefined);
     try {
       payload = JSON.parse(job.payload);
       await handler.run(payload, job);
-      if (heartbeat) clearInterval(heartbeat);
+      clearInterval(heartbeat);
       await db
         .updateTable('jobs')
         .set({ done_at: this.deps.clock.nowMicros(), locked_until: null, last_error: null, ...finished() })
         .where('id', '=', job.id)
         .execute();
     } catch (err) {
-      if (heartbeat) clearInterval(heartbeat);
+      clearInterval(heartbeat);
       const message = err instanceof Error ? err.message : String(err);
       const maxAttempts = handler.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
       const now = this.deps.clock.nowMicros();
@@ -234,8 +251,11 @@ export class JobQueue {
     }
   }
 
-  /** Shortens the claim to `lockMs` and renews it every third of that until the timer is cleared. */
-  private keepClaimed(jobId: string, lockMs: number): NodeJS.Timeout {
+  /**
+   * Renews the claim to `lockMs` from now every third of that until the timer is cleared; `now`
+   * also sets it at once (a handler's own `lockMs` replaces the claim the queue took).
+   */
+  private keepClaimed(jobId: string, lockMs: number, now: boolean): NodeJS.Timeout {
     const { db } = this.deps.database;
     const renew = () => {
       db.updateTable('jobs')
@@ -246,7 +266,7 @@ export class JobQueue {
         .execute()
         .catch((err: unknown) => this.deps.log.warn({ err, job_id: jobId }, 'job claim renewal failed'));
     };
-    renew();
+    if (now) renew();
     const timer = setInterval(renew, lockMs / 3);
     timer.unref();
     return timer;

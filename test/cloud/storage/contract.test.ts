@@ -28,6 +28,7 @@ import {
 import { MIGRATIONS } from '../../../cloud/src/storage/migrations/index.ts';
 import { TokensRepository, type ApiTokenRow } from '../../../cloud/src/tokens/tokens.repository.ts';
 import { DATABASES, testDatabase, type TestDatabase } from '../../helpers/databases.ts';
+import { eventually } from '../../helpers/eventually.ts';
 import { ROOT } from '../../helpers/process.ts';
 
 /**
@@ -833,9 +834,14 @@ describe.each(DATABASES)('storage contract on %s', (kind) => {
   });
 
   describe('JobQueue', () => {
-    function queueOn(on: Database, clock: ManualClock, handlers: Record<string, JobHandler>) {
+    function queueOn(
+      on: Database,
+      clock: ManualClock,
+      handlers: Record<string, JobHandler>,
+      claimMs?: number,
+    ) {
       const { log, lines } = capturedLogger();
-      const queue = new JobQueue({ database: on, clock, log });
+      const queue = new JobQueue({ database: on, clock, log, claimMs });
       for (const [kind, handler] of Object.entries(handlers)) queue.register(kind, handler);
       return { queue, lines };
     }
@@ -961,6 +967,59 @@ describe.each(DATABASES)('storage contract on %s', (kind) => {
       expect(rows.every((r) => r.attempts === 1 && r.done_at === T0)).toBe(true);
       // neither process saw an error while claiming
       expect([...one.lines, ...two.lines].filter((l) => (l.level as number) >= 40)).toEqual([]);
+    });
+
+    it('keeps a running job claimed, and gives the job of a claimant that died to another process once its claim lapses', async () => {
+      const clock = new ManualClock(T0);
+      const again = await openAgain();
+      const runs: string[] = [];
+      let release: () => void = () => undefined;
+      let started: () => void = () => undefined;
+      const running = new Promise<void>((resolve) => (started = resolve));
+      const one = queueOn(
+        database,
+        clock,
+        {
+          work: {
+            run: async () => {
+              runs.push('one');
+              started();
+              await new Promise<void>((resolve) => (release = resolve));
+            },
+          },
+        },
+        600,
+      );
+      const two = queueOn(again, clock, { work: { run: async () => void runs.push('two') } }, 600);
+      const id = await one.queue.enqueue(db, 'work', {});
+      const drained = one.queue.drain();
+      await running;
+      expect((await jobRow(id)).locked_until).toBe(T0 + 600_000);
+      // Past its first claim, the job is still running: renewed every 200 ms, nobody else takes it.
+      clock.advanceMs(1000);
+      await eventually(
+        async () => (await jobRow(id)).locked_until === T0 + 1_600_000,
+        'the running job to renew its claim',
+      );
+      await two.queue.drain();
+      expect(runs).toEqual(['one']);
+      release();
+      await drained;
+      expect(await jobRow(id)).toMatchObject({ attempts: 1, done_at: T0 + 1_000_000 });
+
+      // A claim as a process leaves it when it dies: taken, never renewed.
+      const orphan = await one.queue.enqueue(db, 'work', {});
+      await db
+        .updateTable('jobs')
+        .set({ locked_until: T0 + 1_600_000, attempts: 1 })
+        .where('id', '=', orphan)
+        .execute();
+      await two.queue.drain();
+      expect(runs).toEqual(['one']);
+      clock.advanceMs(601);
+      await two.queue.drain();
+      expect(runs).toEqual(['one', 'two']);
+      expect(await jobRow(orphan)).toMatchObject({ attempts: 2, done_at: T0 + 1_601_000 });
     });
   });
 });
