@@ -109,11 +109,10 @@ describe.each(DATABASES)('a report job across a SIGKILL on %s', (kind) => {
     expect(await watcher.state()).toBe('running');
     await watcher.close();
 
-    // Restarted on the same data: the report is still running (nobody holds it), then ready.
+    // Restarted on the same data: the report, left running by nobody, becomes ready once the dead
+    // process's claim lapses (on a slow machine that may already be so when the restart answers).
     proc = await spawnCloud(env);
     const second = new HttpClient(proc.url);
-    const stuck = await second.get(`/v1/reports/${id}`, { token: user.token });
-    expect(stuck.json.state).toBe('running');
     let last: unknown = null;
     const ready = await eventually(
       async () => {
