@@ -96,6 +96,8 @@ const EnvSchema = z.object({
     })
     .optional(),
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  INGEST_MAX_PENDING: positiveInt.default(10_000),
+  INGEST_MAX_WAIT_MS: positiveInt.default(2000),
   SHUTDOWN_DRAIN_MS: wholeNumber.pipe(z.number().max(600_000)).default(5000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
@@ -163,6 +165,12 @@ export interface Config {
    * counters; 0 writes every hit at once. Unset: the limiter's default (`DEFAULT_SYNC_MS`).
    */
   readonly rateLimitSyncMs: number | undefined;
+  /**
+   * Ingest's admission control (docs/design/ingest.md, "Admission control"): a request is refused
+   * with 503 `overloaded` (PUBACK 0x97) while this process holds INGEST_MAX_PENDING ingest requests
+   * not yet answered, or while the oldest one waiting for its group has waited INGEST_MAX_WAIT_MS.
+   */
+  readonly ingestAdmission: IngestAdmission;
   readonly webhookAllowPrivate: boolean;
   /**
    * TRUST_PROXY: which proxies in front of the cloud may name the client (`X-Forwarded-For`): a hop
@@ -180,6 +188,11 @@ export interface Config {
   readonly metricsAllow: readonly string[];
   /** METRICS_TOKEN: a bearer token that opens `GET /metrics` from anywhere; null: none. */
   readonly metricsToken: string | null;
+}
+
+export interface IngestAdmission {
+  readonly maxPending: number;
+  readonly maxWaitMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -247,6 +260,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       publicPerMin: e.RATE_LIMIT_PUBLIC_PER_MIN,
     }),
     rateLimitSyncMs: e.RATE_LIMIT_SYNC_MS,
+    ingestAdmission: Object.freeze({ maxPending: e.INGEST_MAX_PENDING, maxWaitMs: e.INGEST_MAX_WAIT_MS }),
     webhookAllowPrivate: e.WEBHOOK_ALLOW_PRIVATE,
     trustProxy: e.TRUST_PROXY ?? null,
     logLevel: e.LOG_LEVEL,

@@ -102,3 +102,26 @@ export class NotReady extends ApiError {
     super(503, 'not_ready', message);
   }
 }
+
+/** How long a client is told to wait after a 503 `overloaded`: ingest's queue drains in about that. */
+export const OVERLOADED_RETRY_SECONDS = 1;
+
+/**
+ * 503: ingest is over its capacity and refused the request before doing any of its work; nothing of
+ * it was stored (docs/design/ingest.md, "Admission control"). One shared instance: a shed request
+ * is meant to cost next to nothing, and an Error's stack trace is the costliest part of making one.
+ */
+export class Overloaded extends ApiError {
+  static readonly instance = new Overloaded();
+  private constructor() {
+    super(
+      503,
+      'overloaded',
+      'ingest is over capacity; nothing was stored; retry after Retry-After seconds',
+      undefined,
+      {
+        'Retry-After': String(OVERLOADED_RETRY_SECONDS),
+      },
+    );
+  }
+}

@@ -176,6 +176,12 @@ export class Load {
   }
 
   private judge5xx(status: number, text: string, retryAfter: string | null): void {
+    // Load shed by admission control: a correct refusal (nothing stored, sent again) in any scenario.
+    if (status === 503 && text.includes('"overloaded"')) {
+      if (retryAfter === null || !/^\d+$/.test(retryAfter))
+        this.tally.bad503.push(`503 without Retry-After: ${text.slice(0, 200)}`);
+      return;
+    }
     const dbUnavailable = status === 503 && text.includes('"db_unavailable"');
     if (dbUnavailable && this.outage) {
       if (retryAfter === null || !/^\d+$/.test(retryAfter))

@@ -49,6 +49,7 @@ describe('loadConfig', () => {
       retentionDays: 730,
       jobRetentionDays: 7,
       jobClaimSeconds: 300,
+      ingestAdmission: { maxPending: 10_000, maxWaitMs: 2000 },
       rateLimitMode: 'enforce',
       rateLimits: { mgmtPerMin: 600, ingestPerMin: 60, readPerMin: 120, reportPerMin: 4, publicPerMin: 600 },
       webhookAllowPrivate: false,
@@ -89,6 +90,8 @@ describe('loadConfig', () => {
       TRUST_PROXY: 'loopback, 10.0.0.0/8',
       LOG_LEVEL: 'debug',
       SHUTDOWN_DRAIN_MS: '10000',
+      INGEST_MAX_PENDING: '500',
+      INGEST_MAX_WAIT_MS: '750',
       METRICS_ALLOW: '10.1.0.0/16, 127.0.0.1',
       METRICS_TOKEN: 'scrape-token-0123456789',
       MQTT_HOST: '0.0.0.0',
@@ -129,6 +132,7 @@ describe('loadConfig', () => {
       retentionDays: 365,
       jobRetentionDays: 14,
       jobClaimSeconds: 30,
+      ingestAdmission: { maxPending: 500, maxWaitMs: 750 },
       rateLimitMode: 'warn',
       rateLimits: { mgmtPerMin: 5, ingestPerMin: 6, readPerMin: 7, reportPerMin: 8, publicPerMin: 9 },
       webhookAllowPrivate: true,
@@ -190,6 +194,8 @@ describe('loadConfig', () => {
     ['METRICS_ALLOW', '10.0.0.0/33'],
     ['METRICS_TOKEN', 'short'],
     ['SHUTDOWN_DRAIN_MS', '5s'],
+    ['INGEST_MAX_PENDING', '0'],
+    ['INGEST_MAX_WAIT_MS', '2s'],
     ['LOG_LEVEL', 'verbose'],
   ])('refuses %s=%s with a one-line message naming the variable', (name, value) => {
     const err = configError({ [name]: value });

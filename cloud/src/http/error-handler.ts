@@ -5,6 +5,7 @@ import {
   DatabaseUnavailable,
   InvalidRequest,
   NotFound,
+  Overloaded,
   PayloadTooLarge,
   Unprocessable,
   type ErrorDetail,
@@ -93,7 +94,9 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
   return (err: unknown, req, res, _next) => {
     const apiError = toApiError(err);
     const requestId = req.ctx?.requestId ?? 'req_unknown';
-    if (apiError.status >= 500) (req.ctx?.log ?? log).error({ err }, 'request failed');
+    // Shed requests are counted and logged by ingest (one line when shedding starts, one when it ends).
+    if (apiError.status >= 500 && apiError !== Overloaded.instance)
+      (req.ctx?.log ?? log).error({ err }, 'request failed');
     if (res.headersSent) {
       res.destroy();
       return;

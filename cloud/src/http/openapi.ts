@@ -42,6 +42,7 @@ const STATUS_OF: Record<string, number> = {
   internal: 500,
   db_unavailable: 503,
   not_ready: 503,
+  overloaded: 503,
 };
 
 export function statusOfCode(code: string): number {

@@ -25,6 +25,8 @@ export type FoldListener = (seqs: number[]) => void | Promise<void>;
 
 interface Pending {
   item: IngestItem;
+  /** When it was submitted (`performance.now()`): its wait, for admission control. */
+  at: number;
   resolve: (outcome: IngestOutcome) => void;
   reject: (err: unknown) => void;
 }
@@ -42,6 +44,8 @@ interface Pending {
  */
 export class IngestCore implements Ingest {
   private queue: Pending[] = [];
+  /** Items submitted and not yet answered: queued, or in a group being written. */
+  private pending = 0;
   /** Groups being written now; at most `store.concurrency` (1 on SQLite: one writer anyway). */
   private writers = 0;
   private scheduled = false;
@@ -51,6 +55,8 @@ export class IngestCore implements Ingest {
   private readonly listeners: AcceptedListener[] = [];
   private readonly deviceListeners: DeviceStateListener[] = [];
   private readonly foldListeners: FoldListener[] = [];
+  /** While shedding: since when (`performance.now()`) and how many requests so far; null otherwise. */
+  private shedding: { since: number; count: number } | null = null;
 
   private readonly folder: JournalFolder;
   private readonly env: IngestEnv;
@@ -61,7 +67,7 @@ export class IngestCore implements Ingest {
       /** Counters only: it runs once per item on the hot path. */
       observer?: IngestObserver;
       clock: Clock;
-      config: Pick<Config, 'rateLimits' | 'rateLimitMode'>;
+      config: Pick<Config, 'rateLimits' | 'rateLimitMode' | 'ingestAdmission'>;
       log: Pick<Logger, 'warn' | 'error'>;
     },
   ) {
@@ -109,9 +115,54 @@ export class IngestCore implements Ingest {
     this.foldListeners.push(listener);
   }
 
+  /**
+   * Admission control (docs/design/ingest.md, "Admission control"): true while this process holds
+   * `maxPending` items not yet answered, or while the oldest item waiting for a group has waited
+   * `maxWaitMs`. The ways in whose senders retry ask it before doing any work of their own and answer
+   * 503 `overloaded` (PUBACK 0x97) meanwhile; `submit` itself never refuses.
+   */
+  overloaded(): boolean {
+    const { maxPending, maxWaitMs } = this.deps.config.ingestAdmission;
+    if (this.pending >= maxPending) return true;
+    const oldest = this.queue[0];
+    if (oldest !== undefined && performance.now() - oldest.at >= maxWaitMs) return true;
+    if (this.shedding) {
+      const { since, count } = this.shedding;
+      this.shedding = null;
+      this.deps.log.warn(
+        { shed: count, ms: Math.round(performance.now() - since), pending: this.pending },
+        'ingest admits again after shedding load',
+      );
+    }
+    return false;
+  }
+
+  /**
+   * Counts a request a way in refused because `overloaded()` said so (the metrics' rejections); the
+   * log has one line when shedding starts and one when it ends, not one per request.
+   */
+  shed(item: Pick<IngestItem, 'way' | 'measurements'>): void {
+    this.deps.observer?.rejected(item.way ?? 'http', 'overloaded', item.measurements.length);
+    if (this.shedding) {
+      this.shedding.count++;
+      return;
+    }
+    this.shedding = { since: performance.now(), count: 1 };
+    const oldest = this.queue[0];
+    this.deps.log.warn(
+      {
+        pending: this.pending,
+        oldest_wait_ms: oldest ? Math.round(performance.now() - oldest.at) : 0,
+        ...this.deps.config.ingestAdmission,
+      },
+      'ingest overloaded: shedding load (503 overloaded, PUBACK 0x97)',
+    );
+  }
+
   submit(item: IngestItem): Promise<IngestOutcome> {
+    this.pending++;
     return new Promise((resolve, reject) => {
-      this.queue.push({ item, resolve, reject });
+      this.queue.push({ item, resolve, reject, at: performance.now() });
       if (!this.scheduled && this.writers < this.maxWriters) {
         this.scheduled = true;
         setImmediate(() => this.flush());
@@ -158,12 +209,14 @@ export class IngestCore implements Ingest {
         }),
       );
     } catch (err) {
+      this.pending -= batch.length;
       for (const p of batch) {
         this.deps.observer?.rejected(p.item.way ?? 'http', 'db_unavailable', p.item.measurements.length);
         p.reject(err);
       }
       return;
     }
+    this.pending -= batch.length;
     const observer = this.deps.observer;
     if (observer) {
       for (let i = 0; i < items.length; i++) {

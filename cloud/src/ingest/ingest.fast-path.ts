@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import querystring from 'node:querystring';
 import { newId } from '../../../shared/ids.ts';
 import type { Config } from '../config.ts';
-import { PayloadTooLarge, type ApiError } from '../errors.ts';
+import { Overloaded, PayloadTooLarge, type ApiError } from '../errors.ts';
 import { clientAddress, trustProxy, type TrustProxy } from '../http/client-address.ts';
 import type { Principal } from '../http/context.ts';
 import { bearerToken } from '../http/credentials.ts';
@@ -36,15 +36,29 @@ export function ingestFastPath(
     log: Logger,
     trust: TrustProxy,
     handler: (x: IngestExchange) => Promise<Reply>,
-    input: { body: boolean; query: Record<string, unknown> },
+    input: { body: boolean; query: Record<string, unknown>; shed?: boolean },
   ) => serveExchange(req, res, log, trust, handler, input, route, s.metrics);
+  /**
+   * Admission control at the door: over capacity, a device's request is answered 503 `overloaded`
+   * before its body is read, its token hashed or its JSON parsed (Node discards the unread body and
+   * keeps the connection). The handlers ask again once the body is in.
+   */
+  const shedding = (way: 'http' | 'shelly') => {
+    if (!s.ingest.overloaded()) return false;
+    s.ingest.shed({ way, measurements: [] });
+    return true;
+  };
   return (req, res) => {
     const url = req.url ?? '';
     if (req.headers['idempotency-key'] !== undefined) return false;
     if (req.method === 'POST' && url === '/v1/ingest') {
       const encoding = req.headers['content-encoding'];
       if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return false;
-      serve('/v1/ingest', req, res, s.log, trust, (x) => handlers.post(x), { body: true, query: {} });
+      serve('/v1/ingest', req, res, s.log, trust, (x) => handlers.post(x), {
+        body: true,
+        query: {},
+        shed: shedding('http'),
+      });
       return true;
     }
     const hooks = s.integrationWebhooks;
@@ -81,7 +95,11 @@ export function ingestFastPath(
     if (req.method === 'GET' && (url === '/v1/ingest/shelly' || url.startsWith('/v1/ingest/shelly?'))) {
       const q = url.indexOf('?');
       const query = q < 0 ? {} : (querystring.parse(url.slice(q + 1)) as Record<string, unknown>);
-      serve('/v1/ingest/shelly', req, res, s.log, trust, (x) => handlers.shelly(x), { body: false, query });
+      serve('/v1/ingest/shelly', req, res, s.log, trust, (x) => handlers.shelly(x), {
+        body: false,
+        query,
+        shed: shedding('shelly'),
+      });
       return true;
     }
     return false;
@@ -99,7 +117,7 @@ function serveExchange(
   log: Logger,
   trust: TrustProxy,
   handler: (x: IngestExchange) => Promise<Reply>,
-  input: { body: boolean; query: Record<string, unknown> },
+  input: { body: boolean; query: Record<string, unknown>; shed?: boolean },
   route: string,
   metrics: RequestObserver | undefined,
 ): void {
@@ -141,13 +159,18 @@ function serveExchange(
   };
   const fail = (err: unknown, extra: Record<string, string> = {}) => {
     const apiError: ApiError = toApiError(err);
-    if (apiError.status >= 500) log.error({ err, req_id: requestId }, 'request failed');
+    if (apiError.status >= 500 && apiError !== Overloaded.instance)
+      log.error({ err, req_id: requestId }, 'request failed');
     Object.assign(headers, apiError.headers ?? {}, extra);
     answer({ status: apiError.status, body: errorBody(apiError, requestId) });
   };
   const run = () => {
     handler(exchange).then(answer, fail);
   };
+  if (input.shed) {
+    fail(Overloaded.instance);
+    return;
+  }
   if (!input.body) {
     run();
     return;

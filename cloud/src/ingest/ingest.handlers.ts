@@ -9,7 +9,7 @@ import { parseShellyQuery } from '../../../shared/shelly.ts';
 import { USER_TOKEN_PREFIX, WEBHOOK_TOKEN_PREFIX, type Authenticator } from '../auth/authenticator.ts';
 import { hashSecret } from '../auth/secrets.ts';
 import type { Clock } from '../clock.ts';
-import { InvalidRequest, type ApiError } from '../errors.ts';
+import { InvalidRequest, Overloaded, type ApiError } from '../errors.ts';
 import type { DevicePrincipal, Principal } from '../http/context.ts';
 import { deviceToken } from '../http/credentials.ts';
 import { parseJson, type Reply } from '../http/route-table.ts';
@@ -159,9 +159,17 @@ export function ingestHandlers(s: IngestHandlerDeps) {
     );
   }
 
+  /** Admission control: over capacity, the request is refused before any work (its sender retries). */
+  function admit(way: 'http' | 'shelly'): void {
+    if (!ingest.overloaded()) return;
+    ingest.shed({ way, measurements: [] });
+    throw Overloaded.instance;
+  }
+
   return {
     /** `POST /v1/ingest`. `parsedBody`: the body the pipeline parsed already (Idempotency-Key path). */
     async post(x: IngestExchange, parsedBody?: unknown): Promise<Reply> {
+      admit('http');
       const receivedAt = clock.nowMicros();
       const parsed =
         parsedBody !== undefined
@@ -196,6 +204,7 @@ export function ingestHandlers(s: IngestHandlerDeps) {
 
     /** `GET /v1/ingest/shelly`. */
     async shelly(x: IngestExchange): Promise<Reply> {
+      admit('shelly');
       const receivedAt = clock.nowMicros();
       const query = x.query;
       const token = deviceToken(x.header('authorization'), query.token, true);

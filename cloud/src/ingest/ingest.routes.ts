@@ -45,6 +45,7 @@ export function ingestRoutes(s: IngestHandlerDeps): RouteDef[] {
         'unknown_kind',
         'out_of_range',
         'idempotency_conflict',
+        'overloaded',
       ],
       // On the Idempotency-Key path the pipeline has authenticated and parsed the body already.
       handler: (req, res) =>
@@ -62,7 +63,7 @@ export function ingestRoutes(s: IngestHandlerDeps): RouteDef[] {
       summary: 'Shelly URL-action ingest: values in the query string (token in the query allowed)',
       query: ShellyQuerySchema,
       success: { status: 200, description: '{accepted, deduplicated, channels}, as POST /v1/ingest' },
-      errors: ['invalid_request', 'no_measurements', 'device_not_in_token', 'out_of_range'],
+      errors: ['invalid_request', 'no_measurements', 'device_not_in_token', 'out_of_range', 'overloaded'],
       handler: (req, res) => handlers.shelly(expressExchange(req, res)),
     },
   ];

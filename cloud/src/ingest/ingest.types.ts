@@ -46,6 +46,13 @@ export interface IngestObserver {
  */
 export interface Ingest {
   submit(item: IngestItem): Promise<IngestOutcome>;
+  /**
+   * Whether ingest is over capacity now (admission control): the ways in whose senders retry refuse
+   * new work meanwhile (503 `overloaded`, PUBACK 0x97) and count it with `shed`.
+   */
+  overloaded(): boolean;
+  /** Counts one request refused because ingest was overloaded. */
+  shed(item: Pick<IngestItem, 'way' | 'measurements'>): void;
   /** Called with the number of measurements each group wrote, after it committed. */
   onAccepted(listener: (accepted: number) => void | Promise<void>): void;
   /** Called after commit with the devices a group flipped online or offline. */

@@ -18,7 +18,7 @@ import type { BridgeDevices, BridgeIdentity } from '../bridges/bridge-devices.ts
 import type { BridgesRepository } from '../bridges/bridges.repository.ts';
 import type { Clock } from '../clock.ts';
 import type { RedisSettings } from '../config.ts';
-import { ApiError, Forbidden, InvalidRequest } from '../errors.ts';
+import { ApiError, Forbidden, InvalidRequest, Overloaded } from '../errors.ts';
 import { toApiError } from '../ingest/ingest.core.ts';
 import type { Ingest } from '../ingest/ingest.types.ts';
 import type { IngestItem } from '../ingest/ingest.types.ts';
@@ -597,6 +597,13 @@ export class MqttBridge implements BridgeConnections {
     }
     if (packet.qos === 2 && !isWill(packet) && (await isQos2Retransmission(client, packet))) {
       return { kind: 'ack' };
+    }
+    // Admission control: over capacity, a measurement is refused before its payload is read (PUBACK
+    // 0x97; a gateway keeps it and sends it again after a backoff). Last-wills and info are rare
+    // state messages, and some have no sender to retry them (a will, a gateway's announcement).
+    if (topic.kind === 'measurement' && !isWill(packet) && this.deps.ingest.overloaded()) {
+      this.deps.ingest.shed({ way: 'mqtt', measurements: [] });
+      return { kind: 'answer', ...publishAnswerFor(Overloaded.instance) };
     }
     try {
       const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);

@@ -14,6 +14,7 @@ export interface PublishAnswer {
 const BY_CODE: Record<string, number> = {
   invalid_topic: ReasonCode.topicNameInvalid,
   rate_limited: ReasonCode.quotaExceeded,
+  overloaded: ReasonCode.quotaExceeded,
   out_of_range: ReasonCode.implementationSpecificError,
   unknown_kind: ReasonCode.implementationSpecificError,
 };
