@@ -45,9 +45,9 @@ export async function sampleWaits(adminUrl: string, database: string): Promise<(
     );
   // The statistics are a snapshot per transaction: each read is a transaction of its own (autocommit).
   const before = await commits();
-  const loaded = (await client.query<{ s: string }>('SHOW shared_preload_libraries')).rows[0]!.s.includes(
-    'pg_stat_statements',
-  );
+  const loaded = (
+    await client.query<{ s: string }>("SELECT current_setting('shared_preload_libraries') AS s")
+  ).rows[0]!.s.includes('pg_stat_statements');
   if (loaded) await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
   const statementTimes = async () => {
     const times = new Map<string, { calls: number; ms: number }>();
