@@ -247,12 +247,13 @@ export class PostgresIngestStore implements IngestStore {
         };
         // The group's steps count before they write, so no transaction is open here yet.
         const own = !unit.begun;
-        if (own) unit.counted = counted;
         const rows = await q<{ bucket: string; count: number }>(
           own ? 'ingest_rate' : 'ingest_rate_tx',
           own ? RATE_SQL : RATE_IN_TX_SQL,
           [counted.buckets, windowStart, counted.counts],
         );
+        // Committed now: taken back if the unit fails (a failed statement added nothing).
+        if (own) unit.counted = counted;
         return new Map(rows.map((r) => [r.bucket, r.count]));
       },
       findSensors: (keys) =>
