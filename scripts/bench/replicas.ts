@@ -20,6 +20,7 @@ import {
   throwawayPostgres,
   type ServerProcess,
 } from './lib.ts';
+import { averageBackends, mergeWaits, sampleWaits, type PgWaits } from './pg-waits.ts';
 
 /**
  * Replicas behind a balancer: HTTP ingest (32 measurements per request, 50 devices) and MQTT bridge
@@ -41,6 +42,8 @@ const WINDOW = 10;
 const PER_REQUEST = 32;
 /** % of one core at which one single-threaded process is the bottleneck. */
 const CORE_BOUND = 90;
+/** BENCH_PG_WAITS=1: samples what PostgreSQL's backends wait on in every round (pg-waits.ts). */
+const PG_WAITS = process.env.BENCH_PG_WAITS === '1';
 
 interface Layout {
   name: string;
@@ -61,6 +64,8 @@ interface Round {
   machineBusy: number;
   steal: number;
   failed: number;
+  /** With BENCH_PG_WAITS=1. */
+  waits?: PgWaits;
 }
 
 export interface ReplicasRow {
@@ -91,6 +96,7 @@ function postgresMicros(): number {
 async function measured(
   pids: { replicas: number[]; haproxy: number },
   run: () => Promise<{ count: number; seconds: number; generatorMicros: number; failed: number }>,
+  waitsOf?: () => Promise<() => Promise<PgWaits>>,
 ): Promise<Round> {
   const cpu = () => ({
     replicas: pids.replicas.reduce((n, pid) => n + cpuMicros(pid), 0),
@@ -98,10 +104,12 @@ async function measured(
     postgres: postgresMicros(),
   });
   const machine = machineMeter();
+  const sampling = await waitsOf?.();
   const before = cpu();
   const r = await run();
   const after = cpu();
   const { idlePercent, stealPercent } = machine();
+  const waits = await sampling?.();
   const percent = (micros: number) => Math.round(micros / (r.seconds * 10_000));
   return {
     perSec: r.count / r.seconds,
@@ -112,6 +120,7 @@ async function measured(
     machineBusy: Math.round(100 - idlePercent),
     steal: Math.round(stealPercent),
     failed: r.failed,
+    ...(waits ? { waits } : {}),
   };
 }
 
@@ -240,6 +249,9 @@ ${servers(n, 'mqtt')}
 
 defaults
     timeout connect 5s
+    # Longer than the guide's (the check interval): on a saturated machine a replica's /readyz can
+    # take over a second, and a replica taken out of rotation mid-round is not what is measured.
+    timeout check   5s
     timeout client  65s
     timeout server  65s
     retries 2
@@ -366,7 +378,15 @@ export async function benchReplicas(postgresUrl: string): Promise<ReplicasRow[]>
       for (let r = 0; r < ROUNDS; r++) {
         for (let k = 0; k < layouts.length; k++) {
           const layout = layouts[(r + k) % layouts.length]!;
-          rounds.get(layout)!.push(await measured(pids(layout), () => load.round(layout, DURATION_S)));
+          rounds
+            .get(layout)!
+            .push(
+              await measured(
+                pids(layout),
+                () => load.round(layout, DURATION_S),
+                PG_WAITS ? () => sampleWaits(postgresUrl, new URL(db.url).pathname.slice(1)) : undefined,
+              ),
+            );
           await quiet(allPids);
         }
       }
@@ -435,4 +455,38 @@ export function replicasTable(rows: ReplicasRow[]): [string[], (string | number)
       r.rounds.reduce((n, m) => n + m.failed, 0),
     ]),
   ];
+}
+
+/**
+ * With BENCH_PG_WAITS=1, per row: the database's transactions per unit of load (request or
+ * message, every replica's background work included) and what its backends did, as average
+ * backends per state over the rounds, the largest first; then the statements that waited most.
+ */
+export function replicasWaits(rows: ReplicasRow[]): string[] {
+  const lines: string[] = [];
+  for (const row of rows) {
+    if (!row.rounds.every((r) => r.waits)) continue;
+    const w = mergeWaits(row.rounds.map((r) => r.waits!));
+    const units = row.rounds.reduce((n, r) => n + r.perSec, 0) * DURATION_S;
+    const states = averageBackends(w.states, w.samples)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ');
+    lines.push(
+      `${row.load}, ${row.layout}: ${(w.commits / Math.max(1, units)).toFixed(2)} commits per unit; ` +
+        `backends: ${states || 'none'} (${w.samples} samples)`,
+    );
+    for (const [k, n] of averageBackends(w.statements, w.samples, 5)) lines.push(`    ${n}  ${k}`);
+    const times = Object.entries(w.statementTime).sort((a, b) => b[1].ms - a[1].ms);
+    if (times.length > 0) {
+      const total = times.reduce((n, [, t]) => n + t.ms, 0);
+      lines.push(
+        `  statements (pg_stat_statements): ${(total / Math.max(1, units)).toFixed(3)} ms per unit; the largest:`,
+      );
+      for (const [k, t] of times.slice(0, 8))
+        lines.push(
+          `    ${((t.ms / Math.max(1, units)) * 1000).toFixed(0)} µs/unit, ${(t.calls / Math.max(1, units)).toFixed(3)} calls/unit  ${k}`,
+        );
+    }
+  }
+  return lines;
 }

@@ -6,7 +6,7 @@ import { benchIntegrations, integrationsTable } from './integrations.ts';
 import { printTable, writeResults } from './lib.ts';
 import { benchMqtt, mqttTable } from './mqtt.ts';
 import { benchPublicApi, publicApiTable } from './public-api.ts';
-import { benchReplicas, replicasTable } from './replicas.ts';
+import { benchReplicas, replicasTable, replicasWaits } from './replicas.ts';
 import { benchReports, reportsTable } from './reports.ts';
 import {
   benchReadRate,
@@ -119,6 +119,9 @@ async function main(): Promise<void> {
       'Replicas behind HAProxy on PostgreSQL, MQTT clustered through Redis (ratio: median of 2 replicas / median of 1)',
       ...replicasTable(rows),
     );
+    const waits = replicasWaits(rows);
+    if (waits.length > 0)
+      console.log(`\nPostgreSQL's backends during the rounds (BENCH_PG_WAITS=1):\n${waits.join('\n')}`);
   }
   const file = writeResults('bench', results);
   console.log(`\nresults written to ${file}`);

@@ -93,17 +93,57 @@ function writtenFlags(points: Float64Array, row: Written): Uint8Array {
   return creditFirst(points, row.keys ?? []);
 }
 
+/** A group's unit of work on one client: whether it opened a transaction, and the hits it counted. */
+interface Unit {
+  client: pg.PoolClient;
+  skip: boolean;
+  begun: boolean;
+  counted: { buckets: string[]; counts: number[]; windowStart: number } | null;
+}
+
 /**
- * The ingest unit of work on PostgreSQL: one transaction on one pooled client, each step one
- * set-based statement over arrays (`unnest`), so a group of hundreds of requests costs a handful of
- * round trips. Rows are updated in key order so concurrent replicas do not deadlock each other.
+ * Adds hits to the per-device counters. On its own (`own`), the statement commits asynchronously
+ * (`synchronous_commit` off for its transaction alone, set in the statement so that it costs no
+ * round trip): the rows are locked only while it runs, not until the group's commit. Rows in the
+ * order given (bucket order), as every writer of them takes them.
+ */
+const rateSql = (own: boolean) => `INSERT INTO rate_limit_counters (bucket, window_start, count)
+  SELECT b, $2::bigint, c FROM unnest($1::text[], $3::int[]) AS u(b, c)
+  ${own ? "WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL" : ''}
+  ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_limit_counters.count + EXCLUDED.count
+  RETURNING bucket, count`;
+const RATE_SQL = rateSql(true);
+/** Inside a transaction the hits commit with it, as durably as the data. */
+const RATE_IN_TX_SQL = rateSql(false);
+/** Takes back the hits of a unit that failed (same order, same asynchronous commit). */
+const UNCOUNT_SQL = `UPDATE rate_limit_counters r SET count = GREATEST(0, r.count - u.c)
+  FROM (SELECT b, c FROM unnest($1::text[], $3::int[]) AS u(b, c)
+    WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL) AS u
+  WHERE r.bucket = u.b AND r.window_start = $2::bigint`;
+
+/**
+ * The ingest unit of work on PostgreSQL: one pooled client, each step one set-based statement over
+ * arrays (`unnest`), so a group of hundreds of requests costs a handful of round trips.
+ *
+ * Only what must be atomic runs in a transaction. The reads (devices) run on their own. The
+ * rate-limit counters, one row per device and minute that every group of every replica updates,
+ * commit on their own before the data (RATE_SQL): held until the group's commit, those rows made
+ * all groups of all replicas take turns, each waiting for the previous one's commit and its fsync
+ * (docs/benchmarks/replicas.md). The count stays exact across replicas (each statement adds to the
+ * row and answers the sum), and a unit that fails takes its hits back (UNCOUNT_SQL; when even that
+ * fails, the database being gone, the device is charged for requests that were refused with a
+ * 503). The async commit loses nothing acknowledged: the group's own commit flushes the WAL up to
+ * it. The group's write is one statement, atomic on its own; only a group that also creates
+ * channels opens a transaction (BEGIN before `insertSensors`, COMMIT after the write). Rows are
+ * locked in key order, so concurrent replicas do not deadlock each other.
  */
 export class PostgresIngestStore implements IngestStore {
   /**
    * Groups in flight at once: their round trips overlap. Since channels and rollups are folded
-   * elsewhere (ingest.fold.ts), groups share only device rows and rate-limit counters, locked in key
-   * order. 4 is the choice of `BENCH_ONLY=ingest npm run bench` (docs/design/ingest.md, "Alternatives
-   * rejected"); more would leave the pool of 10 little room for everything else.
+   * elsewhere (ingest.fold.ts) and rate-limit counters commit on their own, groups share only
+   * device rows, locked in key order. 4 is the choice of `BENCH_ONLY=ingest npm run bench`
+   * (docs/design/ingest.md, "Alternatives rejected"); more would leave the pool of 10 little room
+   * for everything else.
    */
   readonly concurrency = 4;
 
@@ -114,19 +154,43 @@ export class PostgresIngestStore implements IngestStore {
 
   /**
    * Measurements go in with a plain insert, which fails on a row stored already (a retry, a gateway
-   * resending); then the group is written again, in a new transaction, skipping such rows, and so are
-   * the groups of the next second (a resend comes in bursts).
+   * resending); then the group is written again, skipping such rows, and so are the groups of the
+   * next second (a resend comes in bursts).
    */
   async transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T> {
     if (performance.now() >= this.skipUntil) {
       try {
-        return await this.on((client) => work(this.txOn(client, false)));
+        return await this.unit(false, work);
       } catch (err) {
         if (!(err instanceof StoredAlready)) throw err;
         this.skipUntil = performance.now() + SKIP_AFTER_DUPLICATE_MS;
       }
     }
-    return this.on((client) => work(this.txOn(client, true)));
+    return this.unit(true, work);
+  }
+
+  private async unit<T>(skip: boolean, work: (tx: IngestTx) => Promise<T>): Promise<T> {
+    const unit: Unit = { client: await this.pool.connect(), skip, begun: false, counted: null };
+    try {
+      const result = await work(this.txOn(unit));
+      if (unit.begun) await unit.client.query('COMMIT');
+      return result;
+    } catch (err) {
+      if (unit.begun) await unit.client.query('ROLLBACK').catch(() => undefined);
+      const counted = unit.counted;
+      if (counted) {
+        await unit.client
+          .query({
+            name: 'ingest_uncount',
+            text: UNCOUNT_SQL,
+            values: [counted.buckets, counted.windowStart, counted.counts],
+          })
+          .catch(() => undefined);
+      }
+      throw err;
+    } finally {
+      unit.client.release();
+    }
   }
 
   /**
@@ -160,9 +224,15 @@ export class PostgresIngestStore implements IngestStore {
     }
   }
 
-  private txOn(client: pg.PoolClient, skip: boolean): IngestTx {
+  private txOn(unit: Unit): IngestTx {
+    const { client, skip } = unit;
     const q = async <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) =>
       (await client.query<R>({ name, text, values })).rows;
+    const begin = async () => {
+      if (unit.begun) return;
+      await client.query('BEGIN');
+      unit.begun = true;
+    };
     return {
       devicesByTokenHash: (hashes) =>
         q<IngestDevice>('ingest_dev_hash', `${DEVICE_SQL} AND d.token_hash = ANY($1::text[])`, [hashes]),
@@ -170,14 +240,20 @@ export class PostgresIngestStore implements IngestStore {
         q<IngestDevice>('ingest_dev_id', `${DEVICE_SQL} AND d.id = ANY($1::text[])`, [ids]),
       addRateHits: async (hits, windowStart) => {
         const sorted = [...hits].sort((a, b) => (a.bucket < b.bucket ? -1 : 1));
+        const counted = {
+          buckets: sorted.map((h) => h.bucket),
+          counts: sorted.map((h) => h.count),
+          windowStart,
+        };
+        // The group's steps count before they write, so no transaction is open here yet.
+        const own = !unit.begun;
         const rows = await q<{ bucket: string; count: number }>(
-          'ingest_rate',
-          `INSERT INTO rate_limit_counters (bucket, window_start, count)
-           SELECT b, $2::bigint, c FROM unnest($1::text[], $3::int[]) AS u(b, c)
-           ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_limit_counters.count + EXCLUDED.count
-           RETURNING bucket, count`,
-          [sorted.map((h) => h.bucket), windowStart, sorted.map((h) => h.count)],
+          own ? 'ingest_rate' : 'ingest_rate_tx',
+          own ? RATE_SQL : RATE_IN_TX_SQL,
+          [counted.buckets, windowStart, counted.counts],
         );
+        // Committed now: taken back if the unit fails (a failed statement added nothing).
+        if (own) unit.counted = counted;
         return new Map(rows.map((r) => [r.bucket, r.count]));
       },
       findSensors: (keys) =>
@@ -189,6 +265,7 @@ export class PostgresIngestStore implements IngestStore {
           [keys.map((k) => k.deviceId), keys.map((k) => k.kind), keys.map((k) => k.labelKey)],
         ),
       insertSensors: async (rows: NewSensorRow[]) => {
+        await begin(); // the channels commit with the group's write, or not at all
         const col = <K extends keyof NewSensorRow>(k: K) => rows.map((r) => r[k]);
         await q(
           'ingest_insert_sensors',

@@ -202,7 +202,11 @@ export interface IngestStore {
    * writer, so 1.
    */
   readonly concurrency?: number;
-  /** Runs `work` in one transaction; rolls back when it throws. */
+  /**
+   * Runs `work` as one unit: what it writes is stored all or nothing; when it throws, nothing it
+   * wrote stays, rate-limit hits included. The rate-limit hits may commit on their own, ahead of
+   * the data (PostgreSQL: ingest.store.postgres.ts); a failed unit then takes them back.
+   */
   transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T>;
   /** Runs one fold in one transaction, one at a time across processes. */
   fold<T>(work: (tx: FoldTx) => Promise<T>): Promise<T>;

@@ -139,9 +139,11 @@ export class RuleEngine implements RuleChangeListener {
     entry.promise = this.serialize(async () => {
       this.queuedDrain = null;
       for (let i = 0; i < MAX_PASSES_PER_DRAIN && !this.halted; i++) {
-        const claimed = await this.pass();
+        const background = !entry.untilIdle;
+        const { claimed, held } = await this.pass(background);
         if (claimed === 0) return;
-        if (!entry.untilIdle && claimed < CLAIM_LIMIT && this.kickTimer) return;
+        // Nothing held: another replica is evaluating every one of them.
+        if (background && (held === 0 || (claimed < CLAIM_LIMIT && this.kickTimer))) return;
       }
     });
     this.queuedDrain = entry;
@@ -159,7 +161,14 @@ export class RuleEngine implements RuleChangeListener {
     return next;
   }
 
-  private async pass(): Promise<number> {
+  /**
+   * Evaluates what is due, in chunks; answers how many channels it found and how many of them it
+   * evaluated. In the background, channels another replica is evaluating are left to it
+   * (`skipLocked`): every replica's engine is kicked by its own ingest, and they found the same
+   * channels, so waiting for each other's locks made them evaluate each channel one after the
+   * other (docs/benchmarks/replicas.md). A drain (`untilIdle`) waits for them instead.
+   */
+  private async pass(background = false): Promise<{ claimed: number; held: number }> {
     const { repository, database, clock } = this.deps;
     await this.deps.catchUp?.();
     const now = clock.nowMicros();
@@ -171,8 +180,11 @@ export class RuleEngine implements RuleChangeListener {
         ...(await repository.orphanedOpenChannels(db, CLAIM_LIMIT)),
       ]),
     ];
-    for (let i = 0; i < seqs.length; i += CHUNK) await this.evaluate(seqs.slice(i, i + CHUNK), now);
-    return seqs.length;
+    let held = 0;
+    for (let i = 0; i < seqs.length; i += CHUNK) {
+      held += (await this.evaluateLocked(seqs.slice(i, i + CHUNK), now, { skipLocked: background })).held;
+    }
+    return { claimed: seqs.length, held };
   }
 
   /**
@@ -248,13 +260,33 @@ export class RuleEngine implements RuleChangeListener {
     replayFrom?: number,
     inTransaction?: (db: Db, summary: EvaluationSummary) => Promise<void>,
   ): Promise<EvaluationSummary> {
+    return (await this.evaluateLocked(seqs, now, { replayFrom, inTransaction })).summary;
+  }
+
+  /** `evaluate`; with `skipLocked`, only those of `seqs` no other transaction holds (`held` of them). */
+  private async evaluateLocked(
+    seqs: number[],
+    now: number,
+    options: {
+      replayFrom?: number;
+      inTransaction?: (db: Db, summary: EvaluationSummary) => Promise<void>;
+      skipLocked?: boolean;
+    },
+  ): Promise<{ summary: EvaluationSummary; held: number }> {
     // The channels' sensor rows are locked first, in seq order, as the ingest fold locks them: an
     // evaluation writes them (state, the marker) and the trackers in an order of its own.
-    const lock = { namespace: CHANNEL_LOCK, keys: seqs, rows: { table: 'sensors', key: 'seq' } } as const;
-    return lockedTransaction(this.deps.database, lock, async (db) => {
-      const evaluation = newEvaluation(seqs, now, replayFrom);
-      await runEvaluationSteps(evaluation, db, this.env);
-      await inTransaction?.(db, evaluation.summary);
+    const lock = {
+      namespace: CHANNEL_LOCK,
+      keys: seqs,
+      rows: { table: 'sensors', key: 'seq' },
+      skipLocked: options.skipLocked ?? false,
+    } as const;
+    let held = 0;
+    const summary = await lockedTransaction(this.deps.database, lock, async (db, keys) => {
+      held = keys.length;
+      const evaluation = newEvaluation(keys, now, options.replayFrom);
+      if (keys.length > 0 || seqs.length === 0) await runEvaluationSteps(evaluation, db, this.env);
+      await options.inTransaction?.(db, evaluation.summary);
       return evaluation;
     }).then(({ summary, transitions, changes, evaluated }) => {
       this.counts.channelsEvaluated += summary.channels;
@@ -264,6 +296,7 @@ export class RuleEngine implements RuleChangeListener {
       if (evaluated.length > 0) for (const f of this.followers) f.committed?.();
       return summary;
     });
+    return { summary, held };
   }
 
   private tellChanges(changes: EvaluationChanges): void {

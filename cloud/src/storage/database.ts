@@ -293,19 +293,36 @@ export function isConnectionError(err: unknown): boolean {
  * the work orders its own statements. FOR NO KEY UPDATE is the lock an UPDATE takes anyway, and
  * leaves foreign-key share locks (rows inserted elsewhere that reference these) free. On SQLite the
  * transaction's write lock already excludes every other writer.
+ *
+ * `skipLocked`: keys another transaction holds are left out instead of waited for (PostgreSQL's
+ * `pg_try_advisory_xact_lock`); `work` gets the keys this transaction holds (all of them on SQLite).
+ * Replicas sharing background work then split it instead of queueing for the same keys.
  */
 export async function lockedTransaction<T>(
   database: Database,
-  lock: { namespace: number; keys: readonly number[]; rows?: { table: 'sensors'; key: 'seq' } },
-  work: (db: Db) => Promise<T>,
+  lock: {
+    namespace: number;
+    keys: readonly number[];
+    rows?: { table: 'sensors'; key: 'seq' };
+    skipLocked?: boolean;
+  },
+  work: (db: Db, held: number[]) => Promise<T>,
 ): Promise<T> {
   const { db, dialect } = database;
   if (dialect === 'postgres') {
     return db.transaction().execute(async (trx) => {
-      const keys = [...new Set(lock.keys)].sort((a, b) => a - b);
-      if (keys.length > 0) {
+      let keys = [...new Set(lock.keys)].sort((a, b) => a - b);
+      if (keys.length > 0 && lock.skipLocked) {
+        const got = await sql<{
+          k: string;
+        }>`SELECT k FROM (SELECT k FROM unnest(${keys}::bigint[]) AS k ORDER BY k) AS s
+          WHERE pg_try_advisory_xact_lock(${sql.lit(lock.namespace)}, s.k::int)`.execute(trx);
+        keys = got.rows.map((r) => Number(r.k));
+      } else if (keys.length > 0) {
         await sql`SELECT count(pg_advisory_xact_lock(${sql.lit(lock.namespace)}, s.k::int))
           FROM (SELECT k FROM unnest(${keys}::bigint[]) AS k ORDER BY k) AS s`.execute(trx);
+      }
+      if (keys.length > 0) {
         if (lock.rows) {
           const table = sql.table(lock.rows.table);
           const key = sql.ref(lock.rows.key);
@@ -313,13 +330,16 @@ export async function lockedTransaction<T>(
             ORDER BY ${key} FOR NO KEY UPDATE) AS l`.execute(trx);
         }
       }
-      return work(trx);
+      return work(trx, keys);
     });
   }
   return db.connection().execute(async (conn) => {
     await sql.raw('BEGIN IMMEDIATE').execute(conn);
     try {
-      const result = await work(conn);
+      const result = await work(
+        conn,
+        [...new Set(lock.keys)].sort((a, b) => a - b),
+      );
       await sql.raw('COMMIT').execute(conn);
       return result;
     } catch (err) {
