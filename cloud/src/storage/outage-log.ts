@@ -2,10 +2,18 @@ import type { Logger } from '../logger.ts';
 
 /**
  * What an outage refused: an HTTP request (503 `db_unavailable`), an MQTT publish (PUBACK 0x80), an
- * MQTT connection (CONNACK 0x88, server unavailable), or a run of background work (the job queue's
+ * MQTT connection (CONNACK "server unavailable"), or a run of background work (the job queue's
  * claim), which is retried on its own.
  */
 export type RefusedWork = 'request' | 'publish' | 'connection' | 'background';
+
+/** The debug line of each refusal. */
+const REFUSAL_LINE: Record<RefusedWork, string> = {
+  request: 'request refused: database unavailable',
+  publish: 'publish refused: database unavailable',
+  connection: 'MQTT connection refused: database unavailable',
+  background: 'background run failed: database unavailable',
+};
 
 const COUNT_FIELD: Record<RefusedWork, string> = {
   request: 'refused_requests',
@@ -77,7 +85,7 @@ export class DatabaseOutageLog {
       this.scheduleProbe(outage);
     }
     outage.refused[work]++;
-    this.deps.log.debug({ err, ...context }, `${work} refused: database unavailable`);
+    this.deps.log.debug({ err, ...context }, REFUSAL_LINE[work]);
   }
 
   /** Stops probing; an outage still open is logged with its counts so far. */
