@@ -30,6 +30,8 @@ export interface DatabaseOutageLogDeps {
   probeMs?: number;
   /** How often an outage that lasts is logged again, with the counts so far. */
   reminderMs?: number;
+  /** Milliseconds on a monotonic clock (default `performance.now()`). */
+  now?: () => number;
 }
 
 interface Outage {
@@ -71,7 +73,7 @@ export class DatabaseOutageLog {
   refused(work: RefusedWork, err: unknown, context: Record<string, unknown> = {}): void {
     let outage = this.outage;
     if (!outage) {
-      const now = performance.now();
+      const now = this.now();
       outage = this.outage = {
         since: now,
         lastReminder: now,
@@ -95,7 +97,7 @@ export class DatabaseOutageLog {
     if (!outage) return;
     if (outage.timer) clearTimeout(outage.timer);
     this.outage = null;
-    this.deps.log.warn(counts(outage), 'stopping while the database is unavailable');
+    this.deps.log.warn(this.counts(outage), 'stopping while the database is unavailable');
   }
 
   private scheduleProbe(outage: Outage): void {
@@ -110,23 +112,27 @@ export class DatabaseOutageLog {
       await this.deps.probe();
     } catch (err) {
       if (this.outage !== outage) return;
-      const now = performance.now();
+      const now = this.now();
       if (now - outage.lastReminder >= (this.deps.reminderMs ?? OUTAGE_REMINDER_MS)) {
         outage.lastReminder = now;
-        this.deps.log.warn({ err, ...counts(outage) }, 'database still unavailable');
+        this.deps.log.warn({ err, ...this.counts(outage) }, 'database still unavailable');
       }
       this.scheduleProbe(outage);
       return;
     }
     if (this.outage !== outage) return;
     this.outage = null;
-    this.deps.log.warn(counts(outage), 'database available again');
+    this.deps.log.warn(this.counts(outage), 'database available again');
   }
-}
 
-/** `down_ms` and a count per kind of work: `refused_requests`, `refused_publishes`, ... */
-function counts(outage: Outage): Record<string, number> {
-  const fields: Record<string, number> = { down_ms: Math.round(performance.now() - outage.since) };
-  for (const [work, n] of Object.entries(outage.refused)) fields[COUNT_FIELD[work as RefusedWork]] = n;
-  return fields;
+  private now(): number {
+    return this.deps.now ? this.deps.now() : performance.now();
+  }
+
+  /** `down_ms` and a count per kind of work: `refused_requests`, `refused_publishes`, ... */
+  private counts(outage: Outage): Record<string, number> {
+    const fields: Record<string, number> = { down_ms: Math.round(this.now() - outage.since) };
+    for (const [work, n] of Object.entries(outage.refused)) fields[COUNT_FIELD[work as RefusedWork]] = n;
+    return fields;
+  }
 }
