@@ -203,7 +203,7 @@ export class MqttBridge implements BridgeConnections {
         this.authenticate(client).then(
           (error) => done(error as never, error === null),
           (err: unknown) => {
-            if (isConnectionError(err)) this.deps.dbOutage?.refused('connection', err);
+            if (this.deps.dbOutage && isConnectionError(err)) this.deps.dbOutage.refused('connection', err);
             else log.error({ err }, 'MQTT authentication failed');
             done(authError('server unavailable', 3), false);
           },
@@ -484,7 +484,7 @@ export class MqttBridge implements BridgeConnections {
     }
     const decided = this.decide(client, conn.identity, packet, receivedAt).catch((err: unknown): Decision => {
       const context = { bridge_id: conn.identity.bridgeId, topic: packet.topic };
-      if (isConnectionError(err)) this.deps.dbOutage?.refused('publish', err, context);
+      if (this.deps.dbOutage && isConnectionError(err)) this.deps.dbOutage.refused('publish', err, context);
       else this.deps.log.error({ err, ...context }, 'MQTT publish failed');
       return { kind: 'answer', ...publishAnswerFor(err) };
     });
