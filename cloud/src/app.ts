@@ -87,6 +87,6 @@ export function createApp(s: Services): { app: Express; routes: RouteDef[]; dash
   servePage(app, 'app');
   servePage(app, 'map');
   app.use(notFoundHandler);
-  app.use(errorHandler(s.log));
+  app.use(errorHandler(s.log, s.dbOutage));
   return { app, routes, dashboardRoutes };
 }

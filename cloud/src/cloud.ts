@@ -199,6 +199,7 @@ export class Cloud {
           this.services?.log.error({ err }, 'the last ingest fold failed (the next start folds it)'),
         );
       await this.services.jobs.stop();
+      this.services.dbOutage.stop();
       await this.services.hub.stop();
       this.services.mailer.close();
       await this.services.database.close();

@@ -84,11 +84,13 @@ export class PayloadTooLarge extends ApiError {
 /** How long a client is told to wait after a 503 `db_unavailable` (a database restart takes seconds). */
 export const DB_UNAVAILABLE_RETRY_SECONDS = 2;
 
+/** `cause`: the error that showed the database down (for the log; never in the answer). */
 export class DatabaseUnavailable extends ApiError {
-  constructor() {
+  constructor(cause?: unknown) {
     super(503, 'db_unavailable', 'the database is unavailable; retry with backoff', undefined, {
       'Retry-After': String(DB_UNAVAILABLE_RETRY_SECONDS),
     });
+    if (cause !== undefined) this.cause = cause;
   }
 }
 

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { buildAccounts } from './accounts/accounts.build.ts';
 import { buildAlertRules } from './alert-rules/alert-rules.build.ts';
 import { buildAudit } from './audit/audit.build.ts';
@@ -30,6 +31,7 @@ import { buildSensors } from './sensors/sensors.build.ts';
 import { buildSilences } from './silences/silences.build.ts';
 import { buildSites } from './sites/sites.build.ts';
 import type { Database } from './storage/database.ts';
+import { DatabaseOutageLog } from './storage/outage-log.ts';
 import { buildTokens } from './tokens/tokens.build.ts';
 import { buildWebhooks } from './webhooks/webhooks.build.ts';
 
@@ -48,6 +50,11 @@ export interface ServicesDeps {
 function buildPlatform(deps: ServicesDeps) {
   const { config, clock, log, database } = deps;
   const db = database.db;
+  // A database outage in the log: one line when it starts, one when it ends (storage/outage-log.ts).
+  const dbOutage = new DatabaseOutageLog({
+    log: log.child({ module: 'database' }),
+    probe: () => sql`SELECT 1`.execute(db),
+  });
   const mailer = new Mailer({
     smtpUrl: config.smtpUrl,
     dataDir: config.dataDir,
@@ -60,6 +67,7 @@ function buildPlatform(deps: ServicesDeps) {
     log: log.child({ module: 'jobs' }),
     pollMs: deps.jobPollMs,
     claimMs: config.jobClaimSeconds * 1000,
+    dbOutage,
   });
   jobs.register(MAIL_JOB, mailJobHandler(mailer));
   const rateLimiter = new RateLimiter({
@@ -74,7 +82,7 @@ function buildPlatform(deps: ServicesDeps) {
     channel: database.notify,
     onError: (err, topic) => hubLog.error({ err, topic }, 'hub listener failed'),
   });
-  return { config, clock, log, database, db, mailer, jobs, rateLimiter, idempotency, hub };
+  return { config, clock, log, database, db, dbOutage, mailer, jobs, rateLimiter, idempotency, hub };
 }
 
 /**

@@ -6,9 +6,11 @@ import type { FuzzWorld } from './world.ts';
 
 /**
  * HTTP fuzzing from the published OpenAPI document (`GET /v1/openapi.json`, generated from the route
- * table and the zod schemas the handlers parse with). Each request is valid, at a boundary, or
- * malformed (wrong types, huge and deep bodies, bad UTF-8, NUL bytes, odd headers and content types,
- * long paths and queries), sent with the admin token, the device token, or nothing. Random bytes go
+ * table and the zod schemas the handlers parse with), and of the dashboard's `/app/api` surface,
+ * which that document leaves out (its operations come from the cloud's route table, with the schemas
+ * of their `/v1` twins). Each request is valid, at a boundary, or malformed (wrong types, huge and
+ * deep bodies, bad UTF-8, NUL bytes, odd headers and content types, long paths and queries), sent
+ * with the admin token, the device token, the dashboard session's cookie, or nothing. Random bytes go
  * to the protobuf webhook. Every answer is tallied by route family; a 5xx other than 503
  * `db_unavailable` is a failure.
  */
@@ -61,6 +63,10 @@ interface Operation {
   pathParams: string[];
   query: { name: string; schema: Schema; required: boolean }[];
   body: Schema | null;
+  /** A route of the dashboard's `/app/api` surface: its credential is the session cookie. */
+  dashboard?: boolean;
+  /** An event stream: the answer's status is read, then the connection is dropped. */
+  stream?: boolean;
 }
 
 export interface Row {
@@ -120,7 +126,12 @@ export function operationsOf(doc: OpenApiDocument): Operation[] {
       ops.push({
         method: method.toUpperCase(),
         path: template,
-        family: segments[1] === 'v1' ? (segments[2] ?? 'v1') : (segments[1] ?? '/'),
+        family:
+          segments[1] === 'v1'
+            ? (segments[2] ?? 'v1')
+            : segments[1] === 'api'
+              ? `api/${segments[2] ?? ''}`
+              : (segments[1] ?? '/'),
         pathParams: params.filter((p) => p.in === 'path').map((p) => p.name),
         query: params
           .filter((p) => p.in === 'query')
@@ -130,6 +141,36 @@ export function operationsOf(doc: OpenApiDocument): Operation[] {
     }
   }
   return ops;
+}
+
+/** The routes of the dashboard's `/app/api` surface, as the cloud's route table lists them. */
+export interface DashboardRoute {
+  method: string;
+  path: string;
+}
+
+/**
+ * The operations of the dashboard's `/app/api` surface, which the OpenAPI document (it describes
+ * `/v1`) leaves out. Each is derived from its `/v1` twin (same handler, same schemas), so it gets
+ * the twin's query and body schemas; the event stream has no twin.
+ */
+export function dashboardOperationsOf(v1: Operation[], routes: readonly DashboardRoute[]): Operation[] {
+  return routes.map((route) => {
+    const method = route.method.toUpperCase();
+    const path = route.path.replace(/:(\w+)/g, '{$1}');
+    const twin = v1.find((op) => op.method === method && op.path === `/v1${path.slice('/app/api'.length)}`);
+    const stream = !twin && method === 'GET' && path.endsWith('/stream');
+    return {
+      method,
+      path,
+      family: stream ? 'app/api/stream' : 'app/api',
+      pathParams: [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!),
+      query: twin?.query ?? [],
+      body: twin?.body ?? null,
+      dashboard: true,
+      stream,
+    };
+  });
 }
 
 /** An arbitrary of values that satisfy a JSON schema (as zod writes them), `depth` bounding nesting. */
@@ -239,13 +280,16 @@ interface WireRequest {
   path: string;
   headers: Record<string, string | string[]>;
   body: Buffer | null;
+  /** Read the status only, then drop the connection (an event stream stays open otherwise). */
+  stream?: boolean;
 }
 
-type Auth = 'admin' | 'device' | 'none';
+type Auth = 'admin' | 'device' | 'session' | 'none';
 
 function authHeader(world: FuzzWorld, auth: Auth): Record<string, string> {
   if (auth === 'admin') return { authorization: `Bearer ${world.adminToken}` };
   if (auth === 'device') return { authorization: `Bearer ${world.deviceToken}` };
+  if (auth === 'session') return { cookie: `os_session=${world.sessionCookie}` };
   return {};
 }
 
@@ -466,11 +510,19 @@ function requestOf(op: Operation, world: FuzzWorld, pool: IdPool): fc.Arbitrary<
       ),
     },
   );
+  // The run's own session is never signed out, or every later dashboard request would be a 401.
+  const signsOut = /\/auth\/logout(-all)?$/.test(op.path);
   return fc
     .record({
       auth: ingest
         ? fc.constantFrom<Auth>('device', 'device', 'device', 'device', 'admin', 'none')
-        : fc.constantFrom<Auth>('admin', 'admin', 'device', 'none'),
+        : op.dashboard
+          ? signsOut
+            ? fc.constantFrom<Auth>('admin', 'none')
+            : fc.constantFrom<Auth>('session', 'session', 'session', 'admin', 'none')
+          : signsOut
+            ? fc.constantFrom<Auth>('admin', 'device', 'none')
+            : fc.constantFrom<Auth>('admin', 'admin', 'device', 'session', 'none'),
       path,
       query,
       body,
@@ -494,6 +546,7 @@ function requestOf(op: Operation, world: FuzzWorld, pool: IdPool): fc.Arbitrary<
         path: p,
         headers: h,
         body: withBody ? body.data : null,
+        stream: op.stream,
       };
     });
 }
@@ -572,6 +625,12 @@ function send(base: URL, agent: http.Agent, r: WireRequest): Promise<Answer | 'c
     req.setTimeout(60_000, () => req.destroy(new Error('timeout')));
     req.on('error', () => resolve('closed'));
     req.on('response', (res) => {
+      if (r.stream && res.statusCode === 200) {
+        // An open event stream: its status is the answer; the stream itself is not waited for.
+        resolve({ status: 200, text: '' });
+        res.destroy();
+        return;
+      }
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => {
         if (chunks.length < 64) chunks.push(c);
@@ -595,7 +654,8 @@ export interface HttpFuzzOptions {
 export async function fuzzHttp(world: FuzzWorld, tally: Tally, options: HttpFuzzOptions): Promise<void> {
   const base = new URL(world.t.url);
   const doc = (await world.t.http.get('/v1/openapi.json')).json as OpenApiDocument;
-  const ops = operationsOf(doc);
+  const v1 = operationsOf(doc);
+  const ops = [...v1, ...dashboardOperationsOf(v1, world.t.cloud.dashboardRoutes)];
   const hasChirpstack = ops.some((op) => op.path === '/v1/webhooks/chirpstack');
   if (!hasChirpstack)
     console.log('note: POST /v1/webhooks/chirpstack is absent; its protobuf fuzzing is skipped');

@@ -11,14 +11,16 @@ import {
 
 /**
  * The world a fuzz run attacks: a real cloud (HTTP and the MQTT bridge) with an account holding a
- * site, a device, a LoRaWAN integration and a bridge, so generated requests reach real rows as well
- * as missing ones. Rate limits are lifted (a limited request stops before validation); the report
+ * site, a device, a LoRaWAN integration, a bridge and a dashboard session, so generated requests
+ * reach real rows as well as missing ones. Rate limits are lifted (a limited request stops before validation); the report
  * family keeps a limit because each accepted report renders a PDF.
  */
 export interface FuzzWorld {
   t: TestCloud;
   adminToken: string;
   adminTokenId: string;
+  /** The account's dashboard session (the `os_session` cookie's value): the `/app/api` credential. */
+  sessionCookie: string;
   deviceToken: string;
   deviceId: string;
   /** The device's `local_id`: what an ingest body names for the device token's own device. */
@@ -67,6 +69,7 @@ export async function startFuzzWorld(db: DbKind): Promise<FuzzWorld> {
     t,
     adminToken: user.token,
     adminTokenId,
+    sessionCookie: user.cookie,
     deviceToken: device.ingest_token,
     deviceId: device.id,
     deviceLocalId: device.local_id,

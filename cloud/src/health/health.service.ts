@@ -1,10 +1,8 @@
 import { DatabaseUnavailable, NotReady } from '../errors.ts';
-import type { Logger } from '../logger.ts';
 import { pendingMigrations, type Db } from '../storage/database.ts';
 
 export interface HealthDeps {
   db: Db;
-  log: Logger;
 }
 
 /**
@@ -33,8 +31,8 @@ export class Health {
     try {
       pending = await pendingMigrations(this.deps.db);
     } catch (err) {
-      this.deps.log.warn({ err }, 'readiness: the database did not answer');
-      throw new DatabaseUnavailable();
+      // Logged with the request's answer, in the database outage log (storage/outage-log.ts).
+      throw new DatabaseUnavailable(err);
     }
     if (pending.length > 0) throw new NotReady(`migrations not applied: ${pending.join(', ')}`);
   }

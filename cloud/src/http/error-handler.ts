@@ -12,6 +12,7 @@ import {
 } from '../errors.ts';
 import { redactUrl, type Logger } from '../logger.ts';
 import { isConnectionError, isUnstorableText } from '../storage/database.ts';
+import type { DatabaseOutageLog } from '../storage/outage-log.ts';
 
 export const BODY_LIMIT_BYTES = 256 * 1024;
 
@@ -40,7 +41,7 @@ export function toApiError(err: unknown): ApiError {
     return new ApiError(status, 'invalid_request', (err as Error).message);
   }
   if (isUnstorableText(err)) return nulRefused();
-  if (isConnectionError(err)) return new DatabaseUnavailable();
+  if (isConnectionError(err)) return new DatabaseUnavailable(err);
   return new ApiError(500, 'internal', 'internal error; safe to retry with backoff');
 }
 
@@ -89,14 +90,30 @@ export function errorBody(err: ApiError, requestId: string): ErrorBody {
   };
 }
 
+/**
+ * Logs a 5xx answer: a 503 `db_unavailable` goes to the outage log (one line per outage, each
+ * refusal at debug level), any other 5xx is a line at error level.
+ */
+export function logServerError(
+  log: Logger,
+  dbOutage: DatabaseOutageLog | undefined,
+  err: unknown,
+  apiError: ApiError,
+  requestId: string,
+): void {
+  // Shed requests are counted and logged by ingest (one line when shedding starts, one when it ends).
+  if (apiError.status < 500 || apiError === Overloaded.instance) return;
+  if (dbOutage && apiError.code === 'db_unavailable') {
+    dbOutage.refused('request', apiError === err ? (apiError.cause ?? err) : err, { req_id: requestId });
+  } else log.error({ err }, 'request failed');
+}
+
 /** The one place an error becomes `{error: {code, message, request_id}}` (docs/api.md). */
-export function errorHandler(log: Logger): ErrorRequestHandler {
+export function errorHandler(log: Logger, dbOutage?: DatabaseOutageLog): ErrorRequestHandler {
   return (err: unknown, req, res, _next) => {
     const apiError = toApiError(err);
     const requestId = req.ctx?.requestId ?? 'req_unknown';
-    // Shed requests are counted and logged by ingest (one line when shedding starts, one when it ends).
-    if (apiError.status >= 500 && apiError !== Overloaded.instance)
-      (req.ctx?.log ?? log).error({ err }, 'request failed');
+    logServerError(req.ctx?.log ?? log, dbOutage, err, apiError, requestId);
     if (res.headersSent) {
       res.destroy();
       return;

@@ -6,10 +6,11 @@ import { Overloaded, PayloadTooLarge, type ApiError } from '../errors.ts';
 import { clientAddress, trustProxy, type TrustProxy } from '../http/client-address.ts';
 import type { Principal } from '../http/context.ts';
 import { bearerToken } from '../http/credentials.ts';
-import { BODY_LIMIT_BYTES, errorBody, toApiError } from '../http/error-handler.ts';
+import { BODY_LIMIT_BYTES, errorBody, logServerError, toApiError } from '../http/error-handler.ts';
 import { logRequest } from '../http/request-log.ts';
 import type { Reply } from '../http/route-table.ts';
 import type { Logger } from '../logger.ts';
+import type { DatabaseOutageLog } from '../storage/outage-log.ts';
 import { ingestHandlers, type IngestExchange, type IngestHandlerDeps } from './ingest.handlers.ts';
 
 /**
@@ -25,7 +26,12 @@ import { ingestHandlers, type IngestExchange, type IngestHandlerDeps } from './i
  * `test/cloud/ingest/fast-path.test.ts` checks both answer alike.
  */
 export function ingestFastPath(
-  s: IngestHandlerDeps & { log: Logger; config: Config; metrics?: RequestObserver },
+  s: IngestHandlerDeps & {
+    log: Logger;
+    config: Config;
+    metrics?: RequestObserver;
+    dbOutage?: DatabaseOutageLog;
+  },
 ): (req: IncomingMessage, res: ServerResponse) => boolean {
   const handlers = ingestHandlers(s);
   const trust = trustProxy(s.config);
@@ -37,7 +43,7 @@ export function ingestFastPath(
     trust: TrustProxy,
     handler: (x: IngestExchange) => Promise<Reply>,
     input: { body: boolean; query: Record<string, unknown>; shed?: boolean },
-  ) => serveExchange(req, res, log, trust, handler, input, route, s.metrics);
+  ) => serveExchange(req, res, log, trust, handler, input, route, s.metrics, s.dbOutage);
   /**
    * Admission control at the door: over capacity, a device's request is answered 503 `overloaded`
    * before its body is read, its token hashed or its JSON parsed (Node discards the unread body and
@@ -120,6 +126,7 @@ function serveExchange(
   input: { body: boolean; query: Record<string, unknown>; shed?: boolean },
   route: string,
   metrics: RequestObserver | undefined,
+  dbOutage: DatabaseOutageLog | undefined,
 ): void {
   const requestId = newId('req');
   const started = performance.now();
@@ -159,8 +166,8 @@ function serveExchange(
   };
   const fail = (err: unknown, extra: Record<string, string> = {}) => {
     const apiError: ApiError = toApiError(err);
-    if (apiError.status >= 500 && apiError !== Overloaded.instance)
-      log.error({ err, req_id: requestId }, 'request failed');
+    if (apiError.status >= 500)
+      logServerError(log.child({ req_id: requestId }), dbOutage, err, apiError, requestId);
     Object.assign(headers, apiError.headers ?? {}, extra);
     answer({ status: apiError.status, body: errorBody(apiError, requestId) });
   };

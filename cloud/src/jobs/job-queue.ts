@@ -2,7 +2,8 @@ import { sql } from 'kysely';
 import { newId } from '../../../shared/ids.ts';
 import type { Clock } from '../clock.ts';
 import type { Logger } from '../logger.ts';
-import type { Database, Db } from '../storage/database.ts';
+import { isConnectionError, type Database, type Db } from '../storage/database.ts';
+import type { DatabaseOutageLog } from '../storage/outage-log.ts';
 import type { Tables } from '../storage/schema.ts';
 
 export type JobRow = Tables['jobs'];
@@ -59,6 +60,8 @@ export class JobQueue {
        * any replica, once it has lapsed.
        */
       claimMs?: number;
+      /** Where a claim the database did not answer is logged (once per outage, not once per poll). */
+      dbOutage?: DatabaseOutageLog;
     },
   ) {}
 
@@ -179,7 +182,8 @@ export class JobQueue {
         }
       } while (this.kicked && !this.halted);
     } catch (err) {
-      this.deps.log.error({ err }, 'job queue: claiming failed');
+      if (this.deps.dbOutage && isConnectionError(err)) this.deps.dbOutage.refused('background', err);
+      else this.deps.log.error({ err }, 'job queue: claiming failed');
     }
   }
 

@@ -25,7 +25,8 @@ import type { IngestItem } from '../ingest/ingest.types.ts';
 import type { NotificationHub } from '../hub/notification-hub.ts';
 import type { Logger } from '../logger.ts';
 import type { BridgePki } from '../pki/pki.ts';
-import type { Db } from '../storage/database.ts';
+import { isConnectionError, type Db } from '../storage/database.ts';
+import type { DatabaseOutageLog } from '../storage/outage-log.ts';
 import {
   answerPublish,
   capQos,
@@ -162,6 +163,8 @@ export class MqttBridge implements BridgeConnections {
       hub: NotificationHub;
       /** The clustered bridge's Redis; null: aedes keeps sessions and routes publishes in this process. */
       redis: RedisSettings | null;
+      /** Where publishes and connections refused for a database outage are logged (once per outage). */
+      dbOutage?: DatabaseOutageLog;
     },
   ) {
     // Heard even with the listener off: a revoked bridge is then refused if it starts later.
@@ -200,7 +203,8 @@ export class MqttBridge implements BridgeConnections {
         this.authenticate(client).then(
           (error) => done(error as never, error === null),
           (err: unknown) => {
-            log.error({ err }, 'MQTT authentication failed');
+            if (this.deps.dbOutage && isConnectionError(err)) this.deps.dbOutage.refused('connection', err);
+            else log.error({ err }, 'MQTT authentication failed');
             done(authError('server unavailable', 3), false);
           },
         );
@@ -479,10 +483,9 @@ export class MqttBridge implements BridgeConnections {
       this.receiveTimes.newMessage(client.id, packet.messageId!);
     }
     const decided = this.decide(client, conn.identity, packet, receivedAt).catch((err: unknown): Decision => {
-      this.deps.log.error(
-        { err, bridge_id: conn.identity.bridgeId, topic: packet.topic },
-        'MQTT publish failed',
-      );
+      const context = { bridge_id: conn.identity.bridgeId, topic: packet.topic };
+      if (this.deps.dbOutage && isConnectionError(err)) this.deps.dbOutage.refused('publish', err, context);
+      else this.deps.log.error({ err, ...context }, 'MQTT publish failed');
       return { kind: 'answer', ...publishAnswerFor(err) };
     });
     if (packet.qos === 0) {

@@ -11,6 +11,7 @@ import type { Logger } from '../logger.ts';
 import { BridgePki } from '../pki/pki.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
+import type { DatabaseOutageLog } from '../storage/outage-log.ts';
 import { MqttBridge } from './mqtt-bridge.ts';
 
 /**
@@ -27,6 +28,7 @@ export function buildMqtt(deps: {
   devicesRepository: DevicesRepository;
   ingest: Ingest;
   hub: NotificationHub;
+  dbOutage?: DatabaseOutageLog;
 }): {
   pki: BridgePki;
   bridgesRepository: BridgesRepository;
@@ -34,7 +36,7 @@ export function buildMqtt(deps: {
   mqtt: MqttBridge;
   bridges: BridgesService;
 } {
-  const { db, clock, config, log, audit, sites, devicesRepository, ingest, hub } = deps;
+  const { db, clock, config, log, audit, sites, devicesRepository, ingest, hub, dbOutage } = deps;
   const pki = new BridgePki({ config: config.pki, clock, log: log.child({ module: 'pki' }), db });
   const bridgesRepository = new BridgesRepository();
   const mqtt = new MqttBridge({
@@ -53,6 +55,7 @@ export function buildMqtt(deps: {
     ingest,
     hub,
     redis: config.redis,
+    dbOutage,
   });
   const bridges = new BridgesService({
     db,
