@@ -27,5 +27,9 @@ describe.each(cases)('chaos scenario %s on %s', (_name, db, scenario) => {
     expect(r.acknowledged).toBeGreaterThan(0);
     expect(r.stored).toBeGreaterThanOrEqual(r.acknowledged);
     if (scenario.name === 'pg-outage') expect(r.notes['refused while down']).toBeGreaterThan(0);
-  }, 300_000);
+    // The gateway accepted readings of each kind of device: Shelly (HTTP), serial and ChirpStack.
+    if (scenario.name === 'gateway-kill')
+      for (const kind of ['shellyht', 'serial', 'a84041'])
+        expect(Number(String(r.notes[`${kind} sent/accepted`]).split('/')[1])).toBeGreaterThan(0);
+  }, 600_000);
 });
