@@ -76,7 +76,7 @@ export class Cloud {
           log.warn({ err }, 'notify channel between replicas failed (it reconnects by itself)'),
       });
     } catch (err) {
-      this.server.close();
+      this.closeEarly(early);
       throw err;
     }
     warnIfReadableByOthers([config.dataDir, ...sqliteFiles(config.databaseUrl)], log);
@@ -86,7 +86,7 @@ export class Cloud {
       await this.services.hub.start();
     } catch (err) {
       await database.close();
-      this.server.close();
+      this.closeEarly(early);
       throw err;
     }
     const { app, routes, dashboardRoutes } = createApp(this.services);
@@ -117,6 +117,12 @@ export class Cloud {
     this.maintenance = setInterval(() => void this.runMaintenance(), MAINTENANCE_INTERVAL_MS);
     this.maintenance.unref();
     log.info({ url: this.url, database: database.dialect }, 'cloud started');
+  }
+
+  /** A start that failed: the listener closes, and the requests it held are dropped unanswered. */
+  private closeEarly(early: [http.IncomingMessage, http.ServerResponse][]): void {
+    this.server?.close();
+    for (const [req] of early.splice(0)) req.socket.destroy();
   }
 
   /**
