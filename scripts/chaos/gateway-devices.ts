@@ -35,6 +35,18 @@ async function recentReadings(
   }
 }
 
+/** The gateway's buffer from its status page: rows waiting for the cloud, and publishes in flight. */
+export async function gatewayBuffer(statusUrl: string): Promise<{ depth: number; inflight: number } | null> {
+  try {
+    const response = await fetch(statusUrl, { signal: AbortSignal.timeout(5000) });
+    if (response.status !== 200) return null;
+    const body = (await response.json()) as { buffer: { depth: number }; uplink: { inflight: number } };
+    return { depth: body.buffer.depth, inflight: body.uplink.inflight };
+  } catch {
+    return null;
+  }
+}
+
 /**
  * Line-based serial sensors (`kv` lines, `temperature=<v> humidity=50 ...`) on socat pseudo-terminal
  * pairs, one line every `intervalMs`. A serial line has no acknowledgement: the sensor writes it and
