@@ -54,7 +54,13 @@ export class Cloud {
     const log = this.options.log ?? createLogger(this.options.config.logLevel);
     const clock = this.options.clock ?? new SystemClock();
     // Listen first: with PORT=0 the derived base URL needs the real port before services exist.
+    // Requests that arrive meanwhile (clients retrying against a restarting process) wait in
+    // `early` and are handled once the services are up; without a listener they would never be
+    // answered.
     this.server = http.createServer({ keepAliveTimeout: 65_000 });
+    const early: [http.IncomingMessage, http.ServerResponse][] = [];
+    const holdEarly = (req: http.IncomingMessage, res: http.ServerResponse) => void early.push([req, res]);
+    this.server.on('request', holdEarly);
     await new Promise<void>((resolve, reject) => {
       this.server!.once('error', reject);
       this.server!.listen(this.options.config.port, this.options.config.host, () => resolve());
@@ -70,7 +76,7 @@ export class Cloud {
           log.warn({ err }, 'notify channel between replicas failed (it reconnects by itself)'),
       });
     } catch (err) {
-      this.server.close();
+      this.closeEarly(early);
       throw err;
     }
     warnIfReadableByOthers([config.dataDir, ...sqliteFiles(config.databaseUrl)], log);
@@ -80,7 +86,7 @@ export class Cloud {
       await this.services.hub.start();
     } catch (err) {
       await database.close();
-      this.server.close();
+      this.closeEarly(early);
       throw err;
     }
     const { app, routes, dashboardRoutes } = createApp(this.services);
@@ -88,9 +94,12 @@ export class Cloud {
     this.dashboardRoutes = dashboardRoutes;
     // Device ingest first, straight from Node's HTTP server; everything else through Express.
     const fastPath = ingestFastPath(this.services);
-    this.server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const handle = (req: http.IncomingMessage, res: http.ServerResponse) => {
       if (!fastPath(req, res)) app(req, res);
-    });
+    };
+    this.server.off('request', holdEarly);
+    this.server.on('request', handle);
+    for (const [req, res] of early.splice(0)) handle(req, res);
     const mqttPort = this.options.mqttListenPort ?? (config.mqttPort === 0 ? null : config.mqttPort);
     if (mqttPort !== null) {
       try {
@@ -108,6 +117,12 @@ export class Cloud {
     this.maintenance = setInterval(() => void this.runMaintenance(), MAINTENANCE_INTERVAL_MS);
     this.maintenance.unref();
     log.info({ url: this.url, database: database.dialect }, 'cloud started');
+  }
+
+  /** A start that failed: the listener closes, and the requests it held are dropped unanswered. */
+  private closeEarly(early: [http.IncomingMessage, http.ServerResponse][]): void {
+    this.server?.close();
+    for (const [req] of early.splice(0)) req.socket.destroy();
   }
 
   /**

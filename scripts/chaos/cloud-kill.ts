@@ -3,6 +3,9 @@ import { Load } from './load.ts';
 import { random, result, sleep } from './result.ts';
 import type { Scenario, ScenarioOptions, ScenarioResult } from './types.ts';
 
+/** How long after a kill the first acknowledgement may take, the new process's start included. */
+const RESTART_ACK_TIMEOUT_MS = 600_000;
+
 /**
  * Scenario 2: the cloud SIGKILLed at random moments under HTTP and MQTT ingest load and started again
  * on the same data. Every reading answered 200 or PUBACK 0x00 must be stored once; the senders send
@@ -31,7 +34,9 @@ export const cloudKill: Scenario = {
         await killCloud(cloud);
         errorLines += cloud.errors.count;
         const killedAt = performance.now();
-        const acked = load.nextAck();
+        // Armed before the restart (an answer may come before the parent reads the "listening"
+        // line), so its bound covers the restart, which takes minutes on a saturated machine.
+        const acked = load.nextAck(RESTART_ACK_TIMEOUT_MS);
         cloud = await startCloud(inst);
         recoveries.push((await acked) - killedAt);
         options.log(

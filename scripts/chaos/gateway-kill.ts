@@ -1,10 +1,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { ShellyHtGen1Emulator } from '../../hardware/emulators/shelly-ht-gen1.ts';
+import { buildGateway } from '../build-gateway.ts';
 import { spawnGateway, type GatewayProcess } from '../../test/gateway/helpers/process.ts';
 import { writeGatewayConfig } from '../../test/gateway/helpers/gateway.ts';
 import { tempDir } from '../../test/helpers/databases.ts';
 import { check } from './checker.ts';
+import { ChirpstackDevices, gatewayBuffer, SerialDevices } from './gateway-devices.ts';
 import {
   freePort,
   killCloud,
@@ -18,22 +20,31 @@ import { random, sleep } from './result.ts';
 import { readingKey, type Scenario, type ScenarioOptions, type ScenarioResult } from './types.ts';
 
 const SHELLYS = 4;
+const SERIALS = 2;
+const CHIRPSTACKS = 2;
+/** A serial line and a LoRaWAN uplink per device every this many ms (a Shelly sends as fast as answered). */
+const STEADY_MS = 100;
 
 /**
- * Scenario 1: the gateway (as `npm run gateway` starts it) SIGKILLed at random moments while emulated
- * Shelly H&T devices report to it as fast as it answers, and while its uplink drains a backlog: the
- * cloud is down for the first seconds, so readings pile up in the gateway's buffer. A reading the
- * gateway answered 200 ("accepted", the device will not send it again) must reach the cloud once.
- * A Shelly reading carries no time (the gateway stamps it), so readings are told apart by value: each
- * device reports -40 + n/1000 °C for its n-th report. Recovery: from the kill until the restarted
- * gateway accepts a reading again. When the faults are over the scenario waits (up to two minutes)
- * for the backlog to drain, then checks.
+ * Scenario 1: the gateway (its production build, `node gateway.mjs --config FILE`, as the Pi runs it)
+ * SIGKILLed at random moments while emulated devices of the three kinds send to it, and while its
+ * uplink drains a backlog: the cloud is down for the first seconds, so readings pile up in the
+ * gateway's buffer. Every reading the gateway accepted must reach the cloud once. What "accepted"
+ * means depends on the device:
+ * - Shelly H&T (HTTP, as fast as the gateway answers): the gateway answered 200, and the device will
+ *   not send it again. A Shelly reading carries no time (the gateway stamps it), so readings are
+ *   told apart by value: each device reports -40 + n/1000 °C for its n-th report.
+ * - serial sensors (a line every 100 ms on a pseudo-terminal) and ChirpStack uplinks (every 100 ms
+ *   through an MQTT broker): see `SerialDevices` and `ChirpstackDevices` (gateway-devices.ts).
+ * Recovery: from the kill until the restarted gateway accepts a Shelly reading again. When the faults
+ * are over the scenario waits for the gateway's buffer to empty (while it shrinks), then checks.
  *
  * The cloud's database plays no part in the gateway's durability; the scenario runs on SQLite only.
  */
 export const gatewayKill: Scenario = {
   name: 'gateway-kill',
-  description: 'gateway SIGKILLed at random while Shelly devices report and its uplink drains a backlog',
+  description:
+    'gateway SIGKILLed at random while Shelly, serial and ChirpStack devices send and its uplink drains a backlog',
   databases: ['sqlite'],
   async run(options: ScenarioOptions): Promise<ScenarioResult> {
     const faults = options.faults ?? (options.full ? 1000 : 2);
@@ -42,23 +53,49 @@ export const gatewayKill: Scenario = {
     const inst = await prepareInstallation({ db: options.db, httpDevices: 0 });
     const dir = tempDir('sm-chaos-gw-');
     const shellyPort = await freePort();
-    const configFile = writeGatewayConfig(dir, {
-      bundle: (file) => fs.writeFileSync(file, JSON.stringify({ ...inst.bridge, mqtt_url: inst.mqttUrl })),
-      collectors: { shelly_http: { host: '127.0.0.1', port: shellyPort } },
-      uplink: { inflight: 20 },
-      gatewayId: 'gw-chaos',
+    const statusPort = await freePort();
+    const statusUrl = `http://127.0.0.1:${statusPort}/status.json`;
+    const ledger = new Map<string, boolean>();
+    const serials = new SerialDevices({
+      dir,
+      count: SERIALS,
+      ledger,
+      statusUrl,
+      intervalMs: STEADY_MS,
+      watchMs: 5000,
+    });
+    const chirpstacks = new ChirpstackDevices({
+      count: CHIRPSTACKS,
+      ledger,
+      gatewayClientId: 'gw-chaos-chirpstack',
+      intervalMs: STEADY_MS,
     });
     const startedAt = performance.now();
     let cloud: CloudRun | null = null;
     let gateway: GatewayProcess | null = null;
-    const ledger = new Map<string, boolean>();
     const answers: Record<string, number> = {};
     let acks = 0;
     let stopping = false;
     const senders: Promise<void>[] = [];
     try {
+      const { bundle } = await buildGateway({ outdir: path.join(dir, 'app'), quiet: true });
+      await serials.plug();
+      await chirpstacks.serve();
+      const configFile = writeGatewayConfig(path.join(dir, 'etc'), {
+        bundle: (file) => fs.writeFileSync(file, JSON.stringify({ ...inst.bridge, mqtt_url: inst.mqttUrl })),
+        collectors: {
+          shelly_http: { host: '127.0.0.1', port: shellyPort },
+          serial: serials.config(),
+          chirpstack: chirpstacks.config(),
+        },
+        uplink: { inflight: 20 },
+        statusPage: { port: statusPort },
+        gatewayId: 'gw-chaos',
+      });
       // The backlog: readings accepted while the cloud is not there yet.
-      gateway = await spawnGateway(configFile);
+      gateway = await spawnGateway(configFile, { bundle });
+      serials.start();
+      chirpstacks.start();
       for (let s = 0; s < SHELLYS; s++) {
         const localId = `shellyht-C${s}`;
         const device = new ShellyHtGen1Emulator({ url: `http://127.0.0.1:${shellyPort}/`, id: localId });
@@ -93,7 +130,7 @@ export const gatewayKill: Scenario = {
         await gateway.kill('SIGKILL');
         const killedAt = performance.now();
         const before = acks;
-        gateway = await spawnGateway(configFile);
+        gateway = await spawnGateway(configFile, { bundle });
         await acksAtLeast(before + 1);
         recoveries.push(performance.now() - killedAt);
         options.log(
@@ -102,30 +139,56 @@ export const gatewayKill: Scenario = {
       }
       stopping = true;
       await Promise.all(senders);
-      // The backlog drains: every accepted reading reaches the cloud (or two minutes pass).
-      const accepted = [...ledger].filter(([, ok]) => ok).map(([key]) => key);
-      let stored: string[] = [];
-      const deadline = performance.now() + 120_000;
+      await serials.stop();
+      // The broker stays: the gateway drains the uplinks queued in its session.
+      await chirpstacks.stopSending();
+      // The backlog drains: the scenario waits until the gateway's buffer is empty (its status
+      // page: no row waiting for the cloud's PUBACK, none in flight), for as long as it keeps
+      // shrinking (two minutes without progress end the wait). The ledger is copied before each
+      // look: a reading the gateway accepted before its buffer was seen empty has reached the cloud.
       const drainStart = performance.now();
+      let settled: [string, boolean][] = [];
+      let smallest = Infinity;
+      let progressAt = performance.now();
       for (;;) {
-        // Humidity (50 in every report) is not what the readings are told apart by.
-        stored = (await storedKeys(inst, 'value')).filter((k) => k.includes('/temperature/'));
-        const have = new Set(stored);
-        if (accepted.every((k) => have.has(k)) || performance.now() > deadline) break;
-        await sleep(1000);
+        settled = [...ledger];
+        const buffer = await gatewayBuffer(statusUrl);
+        if (buffer && buffer.depth === 0 && buffer.inflight === 0) break;
+        if (buffer && buffer.depth < smallest) {
+          smallest = buffer.depth;
+          progressAt = performance.now();
+        }
+        if (performance.now() - progressAt > 120_000) break;
+        await sleep(500);
       }
       const drainMs = performance.now() - drainStart;
+      // Only temperatures: humidity (50 in every report) is not what readings are told apart by.
+      // Shelly and serial readings are keyed by value, ChirpStack ones by their time.
+      const byValue = (await storedKeys(inst, 'value')).filter(
+        (k) => k.includes('/temperature/') && !k.startsWith('a84041'),
+      );
+      const byTime = (await storedKeys(inst, 'ts')).filter(
+        (k) => k.includes('/temperature/') && k.startsWith('a84041'),
+      );
       const checked = check(
-        [...ledger].map(([key, acknowledged]) => ({ key, acknowledged })),
-        stored,
+        settled.map(([key, acknowledged]) => ({ key, acknowledged })),
+        [...byValue, ...byTime],
       );
       const notes: ScenarioResult['notes'] = {
         'mean recovery ms': Math.round(
           recoveries.reduce((a, b) => a + b, 0) / Math.max(1, recoveries.length),
         ),
-        'backlog drained after the last kill, ms': Math.round(drainMs),
+        'buffer empty after the last kill, ms': Math.round(drainMs),
         'cloud error log lines': cloud.errors.count,
+        'serial lines written': serials.written,
+        'serial lines seen buffered': serials.confirmed,
+        'ChirpStack uplinks published': chirpstacks.published,
+        'ChirpStack deliveries the gateway PUBACKed': chirpstacks.gatewayAcks,
       };
+      for (const kind of ['shellyht-', 'serial-', 'a84041']) {
+        const of = [...ledger].filter(([k]) => k.startsWith(kind));
+        notes[`${kind.replace(/-$/, '')} sent/accepted`] = `${of.length}/${of.filter(([, ok]) => ok).length}`;
+      }
       for (const [what, n] of Object.entries(answers).sort()) notes[what === '0' ? 'no answer' : what] = n;
       const refused = Object.entries(answers).filter(([s]) => s !== '200' && s !== '0');
       if (refused.length > 0) notes.failed = `the gateway refused readings: ${JSON.stringify(refused)}`;
@@ -158,6 +221,8 @@ export const gatewayKill: Scenario = {
     } finally {
       stopping = true;
       await Promise.all(senders);
+      await serials.stop();
+      await chirpstacks.stop();
       if (gateway) await gateway.kill('SIGKILL');
       if (cloud) await killCloud(cloud);
       fs.rmSync(path.resolve(dir), { recursive: true, force: true });

@@ -30,5 +30,9 @@ describe.each(cases)('chaos scenario %s on %s', (_name, db, scenario) => {
     if (scenario.name === 'outage-72h') expect(r.notes['order: readings seen in order in all']).toBe(6000);
     // The overload offered more than the cloud sustains (it aims at ten times; the notes say what it reached).
     if (scenario.name === 'overload') expect(r.notes['offered / sustainable']).toBeGreaterThan(1);
-  }, 300_000);
+    // The gateway accepted readings of each kind of device: Shelly (HTTP), serial and ChirpStack.
+    if (scenario.name === 'gateway-kill')
+      for (const kind of ['shellyht', 'serial', 'a84041'])
+        expect(Number(String(r.notes[`${kind} sent/accepted`]).split('/')[1])).toBeGreaterThan(0);
+  }, 600_000);
 });
