@@ -68,6 +68,14 @@ export function childrenCpuMicros(): number {
   return statMicros(process.pid, 16);
 }
 
+/**
+ * CPU time of the process and of its children that have exited and been waited for, µs: a server
+ * that forks a process per connection (PostgreSQL) keeps the time of its ended backends this way.
+ */
+export function cpuWithReapedMicros(pid: number): number {
+  return statMicros(pid, 14) + statMicros(pid, 16);
+}
+
 /** Fields `field` and `field + 1` (1-based, as proc(5) counts them) of /proc/PID/stat, summed, µs. */
 function statMicros(pid: number, field: number): number {
   // Counted after the command name (field 2, which may hold spaces): field 3 is index 0.

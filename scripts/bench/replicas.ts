@@ -8,6 +8,7 @@ import { runIngestLoad } from './load.ts';
 import {
   apiClient,
   cpuMicros,
+  cpuWithReapedMicros,
   freePort,
   machineMeter,
   median,
@@ -79,16 +80,30 @@ export interface ReplicasRow {
   rounds: Round[];
 }
 
-/** CPU time of every process on the machine named postgres (the server and its backends), µs. */
-function postgresMicros(): number {
-  let total = 0;
+/**
+ * CPU time of every process on the machine named postgres (the server and its backends), µs, by pid;
+ * with the server's ended and reaped backends (`cpuWithReapedMicros`).
+ */
+function postgresMicros(): Map<number, number> {
+  const byPid = new Map<number, number>();
   for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
     try {
-      if (fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres') total += cpuMicros(Number(pid));
+      if (fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres')
+        byPid.set(Number(pid), cpuWithReapedMicros(Number(pid)));
     } catch {
       // The process ended while being read.
     }
   }
+  return byPid;
+}
+
+/**
+ * The postgres CPU used between two readings: per process, from its reading before (0 for one that
+ * started since). A backend that ended meanwhile counts through its server's reaped time.
+ */
+function postgresDelta(before: Map<number, number>, after: Map<number, number>): number {
+  let total = 0;
+  for (const [pid, micros] of after) total += Math.max(0, micros - (before.get(pid) ?? 0));
   return total;
 }
 
@@ -116,7 +131,7 @@ async function measured(
     generatorCpu: percent(r.generatorMicros),
     replicasCpu: percent(after.replicas - before.replicas),
     haproxyCpu: percent(after.haproxy - before.haproxy),
-    postgresCpu: percent(after.postgres - before.postgres),
+    postgresCpu: percent(postgresDelta(before.postgres, after.postgres)),
     machineBusy: Math.round(100 - idlePercent),
     steal: Math.round(stealPercent),
     failed: r.failed,
