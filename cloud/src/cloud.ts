@@ -95,6 +95,8 @@ export class Cloud {
     // Device ingest first, straight from Node's HTTP server; everything else through Express.
     const fastPath = ingestFastPath(this.services);
     const handle = (req: http.IncomingMessage, res: http.ServerResponse) => {
+      // Once stopping, the client is told not to reuse the connection.
+      if (this.stopping) res.setHeader('Connection', 'close');
       if (!fastPath(req, res)) app(req, res);
     };
     this.server.off('request', holdEarly);
@@ -196,8 +198,12 @@ export class Cloud {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       // The dashboard's event streams stay open until ended: the server waits for them.
       this.services?.liveStreams.closeAll();
+      // A keep-alive connection whose request was in flight at close stays open for the whole
+      // keep-alive timeout (65 s) once answered; it is closed as soon as it falls idle instead.
       server.closeIdleConnections();
+      const sweep = setInterval(() => server.closeIdleConnections(), 50);
       await closed;
+      clearInterval(sweep);
     }
     if (this.services) {
       // No more requests: the counted rate-limit hits go to the shared counters.

@@ -155,3 +155,63 @@ describe.each(DATABASES)('draining on SIGTERM (%s)', (db) => {
     expect(await proc.exited).toBe(0);
   });
 });
+
+describe.each(DATABASES)('stopping with a keep-alive request in flight (%s)', (db) => {
+  it('answers the request, then closes its connection at once instead of after the keep-alive timeout', async () => {
+    const t = await startTestCloud({ db });
+    const user = await signUp(t, 'keepalive@example.com');
+    const site = await createSite(t, user.token);
+    const device = await createDevice(t, user.token, site.id, { local_id: 'probe' });
+    const body = JSON.stringify({
+      device: 'probe',
+      ts: '2026-01-01T00:00:00Z',
+      measurements: [{ type: 'temperature', value: 21.5 }],
+    });
+    // A client that keeps its connection for reuse, as fetch, HAProxy and gateways do.
+    const agent = new http.Agent({ keepAlive: true, keepAliveMsecs: 120_000 });
+    const inFlight = http.request({
+      host: '127.0.0.1',
+      port: new URL(t.url).port,
+      path: '/v1/ingest',
+      method: 'POST',
+      agent,
+      headers: {
+        Authorization: `Bearer ${device.ingest_token}`,
+        'Content-Type': 'application/json',
+        'Content-Length': String(Buffer.byteLength(body)),
+        // The server's 100 Continue says it has parsed the headers and handed the request on.
+        Expect: '100-continue',
+      },
+    });
+    const answered = new Promise<number>((resolve, reject) => {
+      inFlight.on('response', (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      inFlight.on('error', reject);
+    });
+    const socketClosed = new Promise<void>((resolve) =>
+      inFlight.on('socket', (socket) => socket.once('close', () => resolve())),
+    );
+    inFlight.flushHeaders();
+    await new Promise<void>((resolve) => inFlight.once('continue', () => resolve()));
+    inFlight.write(body.slice(0, 10));
+    const stopped = t.stop();
+    const port = Number(new URL(t.url).port);
+    await eventually(
+      () =>
+        freshGet(port, '/healthz').then(
+          () => false,
+          (err: NodeJS.ErrnoException) => err.code === 'ECONNREFUSED',
+        ),
+      'the listener to close',
+    );
+    inFlight.end(body.slice(10));
+    expect(await answered).toBe(200);
+    // Without the close, the server would keep the idle connection for its 65 s keep-alive timeout
+    // and the stop would wait for it, past this test's 30 s.
+    await socketClosed;
+    await stopped;
+    agent.destroy();
+  });
+});
