@@ -7,7 +7,7 @@ import { failures, formatTable, runScenarios, scenarioNamed, SCENARIOS, writeRes
 /**
  * `npm run chaos [-- --scenarios cloud-kill,pg-outage --faults 100 --duration 3000 --short
  * --db sqlite|postgres|both --seed 1]`: the chaos scenarios (docs/reliability.md, "Chaos"), full
- * counts unless `--short` (the CI form of test/chaos/chaos.test.ts). `--faults` and `--duration`
+ * counts unless `--short` (the CI form of test/chaos/*.test.ts). `--faults` and `--duration`
  * override each scenario's own. PostgreSQL needs TEST_DATABASE_URL. Prints the table, writes the
  * JSON under chaos-results/, and exits 1 when anything acknowledged was lost, stored twice or never
  * sent, or on a 5xx the scenario does not allow.

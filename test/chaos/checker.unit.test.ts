@@ -1,4 +1,8 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from '@jest/globals';
+import { SCENARIOS } from '../../scripts/chaos/run.ts';
 import { check } from '../../scripts/chaos/checker.ts';
 import { readingKey } from '../../scripts/chaos/types.ts';
 
@@ -41,5 +45,19 @@ describe('the chaos checker', () => {
   it('counts a reading stored twice as duplicated and one never sent as unexpected', () => {
     const r = check([{ key: a, acknowledged: true }], [a, a, c]);
     expect(r).toMatchObject({ stored: 3, duplicated: [a], unexpected: [c], lost: [] });
+  });
+});
+
+describe('the short form in CI', () => {
+  it('runs every chaos scenario in one of the test files', () => {
+    const dir = path.dirname(fileURLToPath(import.meta.url));
+    const named = fs
+      .readdirSync(dir)
+      .filter((f) => f.endsWith('.test.ts'))
+      .flatMap((f) => {
+        const call = /describeScenarios\(\[([^\]]*)\]\)/.exec(fs.readFileSync(path.join(dir, f), 'utf8'));
+        return call ? [...call[1]!.matchAll(/'([a-z0-9-]+)'/g)].map((m) => m[1]) : [];
+      });
+    expect(named.sort()).toEqual(SCENARIOS.map((s) => s.name).sort());
   });
 });

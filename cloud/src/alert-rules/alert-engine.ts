@@ -27,7 +27,7 @@ import type { AlertRuleListener } from './alert-rules.service.ts';
 import { scopeOf } from './alert-rules.service.ts';
 
 /** PostgreSQL advisory-lock namespace of alert evaluations (per channel). */
-const ALERT_LOCK = 7335013;
+const ALERT_LOCK = 'alerts-channel';
 const CLAIM_LIMIT = 500;
 const CHUNK = 50;
 const MAX_PASSES = 50;

@@ -1,11 +1,12 @@
 import type pg from 'pg';
 import type { RollupDelta } from '../measurements/rollups.ts';
+import { advisoryKey } from '../storage/advisory-locks.ts';
 import { MEASUREMENT_GROUP_SHIFT, ROLLUP_GROUP_SHIFT } from '../storage/layout.ts';
 import { creditFirst } from './ingest.types.ts';
 import type { FoldTx, IngestDevice, IngestStore, IngestTx, NewSensorRow, SensorRef } from './ingest.types.ts';
 
-/** The advisory lock key that makes folds of several processes take turns (ingest.fold.ts). */
-const FOLD_LOCK = 7_402_118_391;
+/** The advisory lock that makes folds of several processes take turns (ingest.fold.ts). */
+const FOLD_LOCK_SQL = `SELECT pg_advisory_xact_lock(${advisoryKey('fold')})`;
 
 /**
  * Every third element of `points` from `offset` (one column of the (seq, ts, value) triplets), as a
@@ -202,8 +203,7 @@ export class PostgresIngestStore implements IngestStore {
     return this.on(async (client) => {
       await client.query({
         name: 'fold_lock',
-        text: 'SELECT pg_advisory_xact_lock($1)',
-        values: [FOLD_LOCK],
+        text: FOLD_LOCK_SQL,
       });
       return work(this.foldTxOn(client));
     });

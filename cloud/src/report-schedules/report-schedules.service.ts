@@ -29,7 +29,7 @@ export const SCHEDULE_MAIL_JOB = 'report_schedule.mail';
 export const MAX_RECIPIENTS = 20;
 
 /** The claims need no advisory lock: their conditional UPDATEs decide which replica wins. */
-const NO_LOCK_KEYS = { namespace: 0, keys: [] };
+const NO_LOCK_KEYS = { namespace: 'none', keys: [] };
 
 /** Due schedules and finished runs handled per tick (the rest at the next). */
 const TICK_BATCH = 100;

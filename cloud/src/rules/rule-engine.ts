@@ -23,7 +23,7 @@ export type {
 } from './evaluation.steps.ts';
 
 /** PostgreSQL advisory-lock namespace of channel evaluations (see `lockedTransaction`). */
-const CHANNEL_LOCK = 7335002;
+const CHANNEL_LOCK = 'rules-channel';
 const CHUNK = 100;
 const CLAIM_LIMIT = 500;
 const MAX_PASSES_PER_DRAIN = 50;

@@ -3,6 +3,7 @@ import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
+import { advisoryKey, advisoryKeyOfSchemaParam, advisoryKeyPer } from './advisory-locks.ts';
 import { MIGRATIONS } from './migrations/index.ts';
 import type { Dialect, DialectSql } from './migrations/migration.ts';
 import type { Tables } from './schema.ts';
@@ -135,7 +136,9 @@ async function openPostgres(url: string, options: OpenOptions): Promise<Database
     try {
       // Under the migration lock: two `CREATE SCHEMA IF NOT EXISTS` at once can still collide.
       await admin.query('BEGIN');
-      await admin.query(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`);
+      await admin.query(`SELECT pg_advisory_xact_lock(${advisoryKeyOfSchemaParam(MIGRATION_LOCK)})`, [
+        schema,
+      ]);
       await admin.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
       await admin.query('COMMIT');
     } finally {
@@ -193,8 +196,8 @@ const DDL: Record<Dialect, DialectSql> = {
   postgres: { dialect: 'postgres', autoIncrementKey: 'BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY' },
 };
 
-/** The PostgreSQL advisory lock key that serialises schema creation and migrations across processes. */
-const MIGRATION_LOCK = 7335001;
+/** The PostgreSQL advisory lock that serialises schema creation and migrations across processes. */
+const MIGRATION_LOCK = 'migrations';
 
 /**
  * Applies pending migrations in one transaction. On PostgreSQL an advisory lock makes replicas that
@@ -208,7 +211,7 @@ async function migrate(database: Database): Promise<void> {
     await sql.raw(dialect === 'sqlite' ? 'BEGIN IMMEDIATE' : 'BEGIN').execute(conn);
     try {
       if (dialect === 'postgres')
-        await sql`SELECT pg_advisory_xact_lock(${sql.lit(MIGRATION_LOCK)})`.execute(conn);
+        await sql.raw(`SELECT pg_advisory_xact_lock(${advisoryKey(MIGRATION_LOCK)})`).execute(conn);
       await sql`CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)`.execute(
         conn,
       );
@@ -301,7 +304,7 @@ export function isConnectionError(err: unknown): boolean {
 export async function lockedTransaction<T>(
   database: Database,
   lock: {
-    namespace: number;
+    namespace: string;
     keys: readonly number[];
     rows?: { table: 'sensors'; key: 'seq' };
     skipLocked?: boolean;
@@ -316,10 +319,10 @@ export async function lockedTransaction<T>(
         const got = await sql<{
           k: string;
         }>`SELECT k FROM (SELECT k FROM unnest(${keys}::bigint[]) AS k ORDER BY k) AS s
-          WHERE pg_try_advisory_xact_lock(${sql.lit(lock.namespace)}, s.k::int)`.execute(trx);
+          WHERE pg_try_advisory_xact_lock(${sql.raw(advisoryKeyPer(lock.namespace, 's.k'))})`.execute(trx);
         keys = got.rows.map((r) => Number(r.k));
       } else if (keys.length > 0) {
-        await sql`SELECT count(pg_advisory_xact_lock(${sql.lit(lock.namespace)}, s.k::int))
+        await sql`SELECT count(pg_advisory_xact_lock(${sql.raw(advisoryKeyPer(lock.namespace, 's.k'))}))
           FROM (SELECT k FROM unnest(${keys}::bigint[]) AS k ORDER BY k) AS s`.execute(trx);
       }
       if (keys.length > 0) {
