@@ -1,7 +1,7 @@
-import { expect } from '@jest/globals';
+import { afterEach, beforeEach, expect } from '@jest/globals';
 import pg from 'pg';
-import type { Db } from '../../cloud/src/storage/database.ts';
-import type { TestDatabase } from './databases.ts';
+import { openDatabase, type Database, type Db } from '../../cloud/src/storage/database.ts';
+import { testDatabase, type TestDatabase } from './databases.ts';
 import { eventually } from './eventually.ts';
 
 /**
@@ -118,4 +118,30 @@ export async function insertDevices(db: Db, ids: string[]): Promise<void> {
 export async function expectHeapOrder(locks: RowLocks, table: string, column: string, order: unknown[]) {
   const { rows } = await locks.pool.query(`SELECT ${column} AS k FROM ${table}`);
   expect(rows.map((r: { k: unknown }) => r.k)).toEqual(order);
+}
+
+/** What `lockedDatabaseEachTest` gives each test: its database, opened by the service, and `rowLocks` on it. */
+export interface LockedDatabase {
+  target: TestDatabase;
+  database: Database;
+  locks: RowLocks;
+}
+
+/**
+ * Registers, in the calling `describe`, a fresh PostgreSQL database (a schema of its own) for each
+ * test, opened as the service opens it, with `rowLocks` named `name` on it; all closed after the test.
+ */
+export function lockedDatabaseEachTest(name: string): LockedDatabase {
+  const each = {} as LockedDatabase;
+  beforeEach(async () => {
+    each.target = testDatabase('postgres');
+    each.database = await openDatabase(each.target.url, { schema: each.target.schema });
+    each.locks = rowLocks(each.target, name);
+  });
+  afterEach(async () => {
+    await each.locks?.close();
+    await each.database?.close();
+    await each.target?.dispose();
+  });
+  return each;
 }

@@ -1,10 +1,10 @@
-import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { PostgresIngestStore } from '../../../cloud/src/ingest/ingest.store.postgres.ts';
-import { openDatabase, type Database } from '../../../cloud/src/storage/database.ts';
+import { openDatabase } from '../../../cloud/src/storage/database.ts';
 import { SqliteIngestStore } from '../../../cloud/src/ingest/ingest.store.sqlite.ts';
 import type { IngestStore } from '../../../cloud/src/ingest/ingest.types.ts';
-import { DATABASES, testDatabase, type TestDatabase } from '../../helpers/databases.ts';
-import { AT, expectHeapOrder, insertDevices, rowLocks, type RowLocks } from '../../helpers/row-locks.ts';
+import { DATABASES, testDatabase } from '../../helpers/databases.ts';
+import { AT, expectHeapOrder, insertDevices, lockedDatabaseEachTest } from '../../helpers/row-locks.ts';
 
 /**
  * Groups written at once (PostgreSQL writes up to 4) share device rows, and take their locks in id
@@ -31,34 +31,21 @@ describe('ingest groups that share devices', () => {
 // Registered where PostgreSQL is (TEST_DATABASE_URL; CI always sets it), as DATABASES does.
 if (DATABASES.includes('postgres'))
   describe('ingest groups that share devices, on PostgreSQL', () => {
-    let target: TestDatabase;
-    let database: Database;
-    let locks: RowLocks;
-
-    beforeEach(async () => {
-      target = testDatabase('postgres');
-      database = await openDatabase(target.url, { schema: target.schema });
-      locks = rowLocks(target, 'lock-order');
-    });
-    afterEach(async () => {
-      await locks?.close();
-      await database?.close();
-      await target?.dispose();
-    });
+    const each = lockedDatabaseEachTest('lock-order');
 
     async function twoDevices(): Promise<{ low: string; high: string }> {
-      const { db } = database;
+      const { db } = each.database;
       await insertDevices(db, ['dev_a', 'dev_b']);
       // dev_a's new row version goes behind dev_b's: a sequential scan meets dev_b first.
       await db.updateTable('devices').set({ notes: 'moved' }).where('id', '=', 'dev_a').execute();
-      await expectHeapOrder(locks, 'devices', 'id', ['dev_b', 'dev_a']);
+      await expectHeapOrder(each.locks, 'devices', 'id', ['dev_b', 'dev_a']);
       return { low: 'dev_a', high: 'dev_b' };
     }
 
     it('lock devices in id order: waiting for the lower id, a write holds no higher one', async () => {
       const { low, high } = await twoDevices();
-      const blocker = await locks.hold('devices', 'id', low);
-      const store = new PostgresIngestStore(locks.pool);
+      const blocker = await each.locks.hold('devices', 'id', low);
+      const store = new PostgresIngestStore(each.locks.pool);
       const write = store.transaction(async (tx) =>
         tx.write({
           points: new Float64Array(0),
@@ -70,13 +57,19 @@ if (DATABASES.includes('postgres'))
           job: null,
         }),
       );
-      await locks.waiting();
+      await each.locks.waiting();
       // It must not hold the higher id meanwhile: a group that had locked it first would now be
       // waiting for this one, which is the deadlock.
-      expect(await locks.lockable('SELECT 1 FROM devices WHERE id = $1 FOR UPDATE NOWAIT', high)).toBe(true);
+      expect(await each.locks.lockable('SELECT 1 FROM devices WHERE id = $1 FOR UPDATE NOWAIT', high)).toBe(
+        true,
+      );
       await blocker.query('ROLLBACK');
       await write;
-      const rows = await database.db.selectFrom('devices').select(['id', 'online']).orderBy('id').execute();
+      const rows = await each.database.db
+        .selectFrom('devices')
+        .select(['id', 'online'])
+        .orderBy('id')
+        .execute();
       expect(rows).toEqual([
         { id: low, online: 1 },
         { id: high, online: 1 },

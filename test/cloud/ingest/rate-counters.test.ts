@@ -1,10 +1,9 @@
-import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
+import { afterEach, describe, expect, it } from '@jest/globals';
 import { PostgresIngestStore } from '../../../cloud/src/ingest/ingest.store.postgres.ts';
-import { openDatabase, type Database } from '../../../cloud/src/storage/database.ts';
 import { signUp, startTestCloud, type TestCloud } from '../../helpers/cloud.ts';
-import { DATABASES, testDatabase, type TestDatabase } from '../../helpers/databases.ts';
+import { DATABASES } from '../../helpers/databases.ts';
 import { createDevice, createSite, measurementCount } from '../../helpers/fixtures.ts';
-import { rowLocks, type RowLocks } from '../../helpers/row-locks.ts';
+import { lockedDatabaseEachTest } from '../../helpers/row-locks.ts';
 
 /**
  * Ingest's per-device rate-limit counters (60 requests a minute by default) across processes on one
@@ -73,25 +72,12 @@ describe.each(DATABASES)('ingest rate-limit counters on %s', (db) => {
 // Registered where PostgreSQL is (TEST_DATABASE_URL; CI always sets it), as DATABASES does.
 if (DATABASES.includes('postgres'))
   describe('ingest rate-limit counters on PostgreSQL, in the store', () => {
-    let target: TestDatabase;
-    let database: Database;
-    let locks: RowLocks;
-
-    beforeEach(async () => {
-      target = testDatabase('postgres');
-      database = await openDatabase(target.url, { schema: target.schema });
-      locks = rowLocks(target, 'rate-counters');
-    });
-    afterEach(async () => {
-      await locks?.close();
-      await database?.close();
-      await target?.dispose();
-    });
+    const each = lockedDatabaseEachTest('rate-counters');
 
     const WINDOW = 1_800_000_000;
     const countOf = async (bucket: string) =>
       (
-        await database.db
+        await each.database.db
           .selectFrom('rate_limit_counters')
           .select('count')
           .where('bucket', '=', bucket)
@@ -100,7 +86,7 @@ if (DATABASES.includes('postgres'))
       )?.count;
 
     it('are not held while the group that counted is still being written', async () => {
-      const store = new PostgresIngestStore(locks.pool);
+      const store = new PostgresIngestStore(each.locks.pool);
       let release!: () => void;
       const held = new Promise<void>((resolve) => (release = resolve));
       let counted!: () => void;
@@ -114,7 +100,7 @@ if (DATABASES.includes('postgres'))
       await hasCounted;
       // Another group (another replica's) may count now, not after this group's commit.
       expect(
-        await locks.lockable(
+        await each.locks.lockable(
           'SELECT 1 FROM rate_limit_counters WHERE bucket = $1 FOR UPDATE NOWAIT',
           'ingest:dev_x',
         ),
@@ -125,7 +111,7 @@ if (DATABASES.includes('postgres'))
     });
 
     it('are taken back when the group fails after counting', async () => {
-      const store = new PostgresIngestStore(locks.pool);
+      const store = new PostgresIngestStore(each.locks.pool);
       await store.transaction((tx) =>
         Promise.resolve(tx.addRateHits([{ bucket: 'ingest:dev_y', count: 1 }], WINDOW)),
       );
