@@ -1,5 +1,6 @@
 import { ReasonCode } from '../../../shared/mqtt.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, DatabaseUnavailable } from '../errors.ts';
+import { isConnectionError } from '../storage/database.ts';
 
 /**
  * The one translation of the service's typed errors into MQTT 5 PUBACK/PUBREC reason codes
@@ -19,7 +20,9 @@ const BY_CODE: Record<string, number> = {
   unknown_kind: ReasonCode.implementationSpecificError,
 };
 
-export function publishAnswerFor(err: unknown): PublishAnswer {
+export function publishAnswerFor(thrown: unknown): PublishAnswer {
+  // The database out of reach is named as HTTP names it (503 `db_unavailable`): the sender retries.
+  const err = isConnectionError(thrown) ? new DatabaseUnavailable(thrown) : thrown;
   if (!(err instanceof ApiError)) {
     return {
       reasonCode: ReasonCode.unspecifiedError,
