@@ -175,7 +175,7 @@ dl{display:grid;grid-template-columns:max-content auto;gap:.2rem 1rem}dt{font-we
 <h2>Uplink</h2>
 <dl>
 <dt>State</dt><dd id="uplink-state" class="${uplinkOk ? 'ok' : 'bad'}">${e(UPLINK_WORDS[uplink.state] ?? uplink.state)} (${since})</dd>
-<dt>Published</dt><dd>${uplink.published} messages, ${uplink.rejected} refused by the cloud, ${uplink.inflight} in flight</dd>
+<dt>Published</dt><dd>${uplink.published} messages, ${uplink.rejected} refused by the cloud, ${uplink.deferrals} pauses while the cloud was busy, ${uplink.inflight} in flight</dd>
 <dt>Connections</dt><dd>${uplink.connects}</dd>
 ${uplink.lastError ? `<dt>Last error</dt><dd>${e(uplink.lastError)}</dd>` : ''}
 </dl>

@@ -34,6 +34,8 @@ export interface UplinkStatus {
   published: number;
   /** Messages the cloud refused for good (PUBACK 0x99 / 0x83); kept in the dead-letter table. */
   rejected: number;
+  /** Pauses after the cloud answered busy (PUBACK 0x97 / 0x80); the messages were sent again. */
+  deferrals: number;
   inflight: number;
   lastError: string | null;
 }
@@ -72,6 +74,7 @@ export class GatewayStatus {
     connects: 0,
     published: 0,
     rejected: 0,
+    deferrals: 0,
     inflight: 0,
     lastError: null,
   };

@@ -13,6 +13,7 @@ function snapshot(over: Partial<StatusSnapshot> = {}): StatusSnapshot {
       connects: 1,
       published: 10,
       rejected: 0,
+      deferrals: 0,
       inflight: 0,
       lastError: null,
     },

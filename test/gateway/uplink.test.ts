@@ -152,6 +152,33 @@ describe('uplink to the bridge', () => {
     expect(gw.logs.some((l) => l.reasonCode === 0x99 && l.reason === 'payload format invalid')).toBe(true);
   });
 
+  it('pauses on a busy refusal (PUBACK 0x97, 0x80) and sends again on the same connection, oldest first', async () => {
+    let refusals = 0;
+    const { bridge, gw, report } = await setUp({
+      // The first three readings of the device are refused as busy: twice shedding, once the database.
+      refuse: (topic) => {
+        if (!topic.endsWith('/shellyht-BUSY') || refusals >= 3) return null;
+        refusals++;
+        return refusals === 2
+          ? { code: 0x80, reason: 'db_unavailable: the database is unavailable; retry with backoff' }
+          : { code: 0x97, reason: 'overloaded: the service is at capacity; retry after the delay' };
+      },
+    });
+    for (let i = 1; i <= 5; i++) expect((await report(`temp=${i}&id=shellyht-BUSY`)).status).toBe(200);
+    await until(() => gw.gateway.status.snapshot().buffer.depth === 0, 'the buffer to empty');
+    const temps = bridge
+      .readings()
+      .filter((m) => m.topic === `${root()}shellyht-BUSY`)
+      .map((m) => m.body.measurements[0].value as number);
+    expect([...new Set(temps)].sort()).toEqual([1, 2, 3, 4, 5]);
+    const status = gw.gateway.status.snapshot().uplink;
+    expect(status).toMatchObject({ connects: 1, rejected: 0 });
+    expect(status.deferrals).toBeGreaterThanOrEqual(1);
+    const pauses = gw.logs.filter((l) => l.msg === 'the cloud is busy: sending again after a backoff');
+    expect(pauses.length).toBe(status.deferrals);
+    expect(gw.logs.some((l) => l.msg === 'uplink down: reconnecting after backoff')).toBe(false);
+  });
+
   it('answers cmd/identify in the log, for a device it knows', async () => {
     const { bridge, gw, report } = await setUp();
     expect((await report('temp=1&id=shellyht-ID')).status).toBe(200);

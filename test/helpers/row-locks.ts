@@ -145,3 +145,18 @@ export function lockedDatabaseEachTest(name: string): LockedDatabase {
   });
   return each;
 }
+
+/**
+ * Holds ingest's writes on PostgreSQL until the answer is called: a lock on the ingest journal, which
+ * every ingest write inserts into, taken by a connection of the test's own.
+ */
+export async function holdIngestWrites(target: TestDatabase): Promise<() => Promise<void>> {
+  const client = new pg.Client({ connectionString: target.url, options: `-c search_path=${target.schema}` });
+  await client.connect();
+  await client.query('BEGIN');
+  await client.query('LOCK TABLE ingest_journal IN EXCLUSIVE MODE');
+  return async () => {
+    await client.query('ROLLBACK');
+    await client.end();
+  };
+}

@@ -10,6 +10,12 @@ import { buildMessages, type OutgoingMessage } from './outgoing.ts';
 
 /** PUBACK reason codes that mean "this payload will never be accepted" (docs/api/mqtt.md). */
 const PERMANENT_REFUSALS = new Set([0x83, 0x99]);
+/**
+ * PUBACK reason codes that mean "the cloud is busy now": 0x97 (it sheds load, or the device's rate
+ * limit) and 0x80 (its database is out of reach). The connection is fine: sending pauses for a
+ * backoff and resumes on it, instead of a reconnect that would cost the busy cloud a TLS handshake.
+ */
+const BUSY_REFUSALS = new Set([0x80, 0x97]);
 
 export interface UplinkDeps {
   config: UplinkConfig;
@@ -31,6 +37,14 @@ interface Connection {
   /** Highest queue id handed to this connection; rows above it have not been sent on it. */
   cursor: number;
   inflight: number;
+  /** Paused after a busy refusal: the timer of the resume, or `idle` once due but rows are still in flight. */
+  holding: NodeJS.Timeout | 'idle' | null;
+}
+
+/** An exponential backoff with jitter: `attempt` 0 waits between min/2 and min. */
+function backoffMs(attempt: number, minMs: number, maxMs: number, random: () => number): number {
+  const ceiling = Math.min(maxMs, minMs * 2 ** Math.min(attempt, 30));
+  return Math.round(ceiling / 2 + (random() * ceiling) / 2);
 }
 
 /** mqtt.js options for a mutual-TLS MQTT 5 connection with the bridge bundle. */
@@ -72,6 +86,8 @@ export class Uplink {
   private conn: Connection | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private attempt = 0;
+  /** Busy refusals in a row (reset by an accepted publish): the hold-off's backoff. */
+  private busyAttempt = 0;
   private stopped = true;
   private readonly onAppended = () => this.pump();
   private readonly log: Logger;
@@ -109,7 +125,7 @@ export class Uplink {
       retain: true,
     };
     const client = connect(config.url, clientOptions(config, gatewayId, { will }));
-    const conn: Connection = { client, ready: false, cursor: 0, inflight: 0 };
+    const conn: Connection = { client, ready: false, cursor: 0, inflight: 0, holding: null };
     this.conn = conn;
     client.on('connect', (connack) => {
       if (this.conn !== conn) return;
@@ -157,11 +173,10 @@ export class Uplink {
     // in-flight messages (their callbacks, called with "Connection closed" when a keepalive times
     // out), and ending the client there empties that list under the loop, which then throws.
     setImmediate(() => conn.client.end(true));
+    if (conn.holding && conn.holding !== 'idle') clearTimeout(conn.holding);
     if (this.stopped) return;
     const { reconnectMinMs, reconnectMaxMs } = this.deps.config;
-    const random = this.deps.random ?? Math.random;
-    const ceiling = Math.min(reconnectMaxMs, reconnectMinMs * 2 ** Math.min(this.attempt, 30));
-    const delay = Math.round(ceiling / 2 + (random() * ceiling) / 2);
+    const delay = backoffMs(this.attempt, reconnectMinMs, reconnectMaxMs, this.deps.random ?? Math.random);
     this.attempt++;
     this.deps.status.setUplinkState('waiting');
     this.log.info(
@@ -191,7 +206,7 @@ export class Uplink {
   /** Sends rows oldest first while fewer than `inflight` messages await their PUBACK. */
   private pump(): void {
     const conn = this.conn;
-    if (!conn?.ready) return;
+    if (!conn?.ready || conn.holding) return;
     const window = this.deps.config.inflight;
     // Refill at half the window, so a steady stream reads the queue in batches, not a row at a time.
     while (conn.inflight <= window / 2) {
@@ -212,6 +227,8 @@ export class Uplink {
       if (!err) {
         this.deps.queue.ack(message.ids);
         this.deps.status.uplink.published++;
+        if (!conn.holding) this.busyAttempt = 0;
+        this.resumeIfIdle(conn);
         this.pump();
         return;
       }
@@ -225,10 +242,16 @@ export class Uplink {
           { topic: message.topic, reasonCode: code, reason, payload: message.payload },
           'the cloud refused a message for good: kept in the dead-letter table',
         );
+        this.resumeIfIdle(conn);
         this.pump();
         return;
       }
-      // Anything else (server trouble, quota, not authorised) is retried: after a backoff, on a new connection.
+      if (typeof code === 'number' && BUSY_REFUSALS.has(code)) {
+        this.holdOff(conn, code, reason);
+        this.resumeIfIdle(conn);
+        return;
+      }
+      // Anything else (not authorised, a broken connection) is retried: after a backoff, on a new connection.
       this.log.warn(
         { topic: message.topic, reasonCode: code, reason, err: err.message },
         'publish failed: retrying later',
@@ -238,6 +261,40 @@ export class Uplink {
         `PUBACK ${typeof code === 'number' ? `0x${code.toString(16)}` : err.message}`,
       );
     });
+  }
+
+  /**
+   * The cloud refused a message as busy: sending pauses for a backoff with jitter, then starts again
+   * from the oldest row still buffered once nothing is in flight (so no row is sent twice at once).
+   * Refusals of other messages meanwhile fall into the same pause.
+   */
+  private holdOff(conn: Connection, code: number, reason: string | undefined): void {
+    if (conn.holding) return;
+    const { reconnectMinMs, reconnectMaxMs } = this.deps.config;
+    const delay = backoffMs(
+      this.busyAttempt,
+      reconnectMinMs,
+      reconnectMaxMs,
+      this.deps.random ?? Math.random,
+    );
+    this.busyAttempt++;
+    this.deps.status.uplink.deferrals++;
+    this.log.warn(
+      { reasonCode: code, reason, retryInMs: delay, attempt: this.busyAttempt },
+      'the cloud is busy: sending again after a backoff',
+    );
+    conn.holding = setTimeout(() => {
+      conn.holding = 'idle';
+      this.resumeIfIdle(conn);
+    }, delay);
+  }
+
+  /** Ends a hold-off whose backoff is over once the connection has nothing in flight. */
+  private resumeIfIdle(conn: Connection): void {
+    if (conn.holding !== 'idle' || conn.inflight > 0 || this.conn !== conn) return;
+    conn.holding = null;
+    conn.cursor = 0;
+    this.pump();
   }
 
   private onDownlink(topic: string): void {

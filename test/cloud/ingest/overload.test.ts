@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import type mqttPacket from 'mqtt-packet';
-import pg from 'pg';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
-import { DATABASES, type TestDatabase } from '../../helpers/databases.ts';
+import { DATABASES } from '../../helpers/databases.ts';
 import { createDevice, createSite, type CreatedDevice } from '../../helpers/fixtures.ts';
 import { createBridge, rawConnect, type RawClient } from '../../helpers/mqtt.ts';
+import { holdIngestWrites } from '../../helpers/row-locks.ts';
 
 /**
  * Ingest's admission control (docs/design/ingest.md, "Admission control"): a process that holds
@@ -25,21 +25,6 @@ async function storedTimes(t: TestCloud, deviceId: string): Promise<number[]> {
     .select('measurements.ts')
     .execute();
   return rows.map((r) => Number(r.ts)).sort((a, b) => a - b);
-}
-
-/**
- * Holds ingest's writes on PostgreSQL until the answer is called: a lock on the ingest journal, which
- * every ingest write inserts into, taken by a connection of the test's own.
- */
-async function holdIngestWrites(target: TestDatabase): Promise<() => Promise<void>> {
-  const client = new pg.Client({ connectionString: target.url, options: `-c search_path=${target.schema}` });
-  await client.connect();
-  await client.query('BEGIN');
-  await client.query('LOCK TABLE ingest_journal IN EXCLUSIVE MODE');
-  return async () => {
-    await client.query('ROLLBACK');
-    await client.end();
-  };
 }
 
 describe.each(DATABASES)('ingest admission control on %s', (db) => {
