@@ -41,6 +41,12 @@ interface Connection {
   holding: NodeJS.Timeout | 'idle' | null;
 }
 
+/** Cancels a connection's pending resume (the connection is ending). */
+function clearHold(conn: Connection): void {
+  if (conn.holding && conn.holding !== 'idle') clearTimeout(conn.holding);
+  conn.holding = null;
+}
+
 /** An exponential backoff with jitter: `attempt` 0 waits between min/2 and min. */
 function backoffMs(attempt: number, minMs: number, maxMs: number, random: () => number): number {
   const ceiling = Math.min(maxMs, minMs * 2 ** Math.min(attempt, 30));
@@ -173,7 +179,7 @@ export class Uplink {
     // in-flight messages (their callbacks, called with "Connection closed" when a keepalive times
     // out), and ending the client there empties that list under the loop, which then throws.
     setImmediate(() => conn.client.end(true));
-    if (conn.holding && conn.holding !== 'idle') clearTimeout(conn.holding);
+    clearHold(conn);
     if (this.stopped) return;
     const { reconnectMinMs, reconnectMaxMs } = this.deps.config;
     const delay = backoffMs(this.attempt, reconnectMinMs, reconnectMaxMs, this.deps.random ?? Math.random);
@@ -318,6 +324,7 @@ export class Uplink {
     this.conn = null;
     this.deps.status.setUplinkState('stopped');
     if (!conn) return;
+    clearHold(conn);
     if (conn.ready && conn.client.connected) {
       // A clean DISCONNECT suppresses the will, so say "offline" ourselves first (bounded wait).
       const offline = JSON.stringify({
