@@ -1,11 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Redis } from 'ioredis';
 import type { MqttClient } from 'mqtt';
 import { check } from '../../scripts/chaos/checker.ts';
 import { isoMicros, Load } from '../../scripts/chaos/load.ts';
@@ -24,8 +22,8 @@ import {
   type BridgeBundle,
 } from '../helpers/mqtt.ts';
 import { freePort, spawnReplica, type Replica } from '../helpers/replicas.ts';
+import { REDIS_URL, redisPrefix, removeRedisKeys } from '../helpers/redis.ts';
 
-const REDIS_URL = 'redis://127.0.0.1:6379';
 const MINUTE_US = 60_000_000;
 /** JOB_CLAIM_SECONDS on the replicas: a dead replica's job is taken over this long after its last renewal. */
 const CLAIM_SECONDS = 5;
@@ -54,7 +52,7 @@ if (DATABASES.includes('postgres'))
 
     beforeAll(async () => {
       database = testDatabase('postgres');
-      prefix = `smtest:${randomBytes(6).toString('hex')}:`;
+      prefix = redisPrefix();
       // The accounts are made through an in-process cloud on the same schema, stopped before the
       // replicas start: from then on only the replicas (and their balancer) run.
       const setup = await startTestCloud({ replicaOf: database, env: { LOG_LEVEL: 'warn' } });
@@ -97,13 +95,7 @@ if (DATABASES.includes('postgres'))
       await Promise.all([a?.stop(), b?.stop()]);
       await hooks?.close();
       await database?.dispose();
-      const redis = new Redis(REDIS_URL);
-      try {
-        const keys = await redis.keys(`${prefix}*`);
-        if (keys.length > 0) await redis.del(...keys);
-      } finally {
-        redis.disconnect();
-      }
+      await removeRedisKeys(prefix);
     }, 120_000);
 
     it('ingests through the balancer on both replicas, and keeps /metrics off the public entry', async () => {

@@ -1,6 +1,4 @@
-import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { Redis } from 'ioredis';
 import mqtt, { type IConnackPacket, type MqttClient } from 'mqtt';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES, testDatabase, type TestDatabase } from '../../helpers/databases.ts';
@@ -14,8 +12,7 @@ import {
   type BridgeBundle,
 } from '../../helpers/mqtt.ts';
 import { spawnReplica, type Replica } from '../../helpers/replicas.ts';
-
-const REDIS_URL = 'redis://127.0.0.1:6379';
+import { REDIS_URL, redisPrefix, removeRedisKeys } from '../../helpers/redis.ts';
 
 /**
  * The clustered MQTT bridge (REDIS_URL): replica A in this process, replica B a process of its own,
@@ -34,17 +31,11 @@ if (DATABASES.includes('postgres'))
       await b?.stop();
       await a?.stop();
       await database?.dispose();
-      const redis = new Redis(REDIS_URL);
-      try {
-        const keys = await redis.keys(`${prefix}*`);
-        if (keys.length > 0) await redis.del(...keys);
-      } finally {
-        redis.disconnect();
-      }
+      await removeRedisKeys(prefix);
     }, 120_000);
 
     async function twoReplicas(): Promise<{ user: SignedIn; bundle: BridgeBundle; siteId: string }> {
-      prefix = `smtest:${randomBytes(6).toString('hex')}:`;
+      prefix = redisPrefix();
       const env = { REDIS_URL, REDIS_PREFIX: prefix };
       database = testDatabase('postgres');
       a = await startTestCloud({ replicaOf: database, mqtt: true, env });
