@@ -98,6 +98,7 @@ const EnvSchema = z.object({
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   INGEST_MAX_PENDING: positiveInt.default(10_000),
   INGEST_MAX_WAIT_MS: positiveInt.default(2000),
+  INGEST_WRITERS: positiveInt.pipe(z.number().max(8)).default(4),
   SHUTDOWN_DRAIN_MS: wholeNumber.pipe(z.number().max(600_000)).default(5000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
@@ -171,6 +172,12 @@ export interface Config {
    * not yet answered, or while the oldest one waiting for its group has waited INGEST_MAX_WAIT_MS.
    */
   readonly ingestAdmission: IngestAdmission;
+  /**
+   * INGEST_WRITERS: ingest groups a process writes at once on PostgreSQL (SQLite has one writer).
+   * Fewer make each group larger, so fewer commits per request: with several replicas on one
+   * database, the replicas' writers add up (docs/operations.md, "Sizing").
+   */
+  readonly ingestWriters: number;
   readonly webhookAllowPrivate: boolean;
   /**
    * TRUST_PROXY: which proxies in front of the cloud may name the client (`X-Forwarded-For`): a hop
@@ -261,6 +268,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     }),
     rateLimitSyncMs: e.RATE_LIMIT_SYNC_MS,
     ingestAdmission: Object.freeze({ maxPending: e.INGEST_MAX_PENDING, maxWaitMs: e.INGEST_MAX_WAIT_MS }),
+    ingestWriters: e.INGEST_WRITERS,
     webhookAllowPrivate: e.WEBHOOK_ALLOW_PRIVATE,
     trustProxy: e.TRUST_PROXY ?? null,
     logLevel: e.LOG_LEVEL,

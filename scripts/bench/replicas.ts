@@ -45,6 +45,8 @@ const PER_REQUEST = 32;
 const CORE_BOUND = 90;
 /** BENCH_PG_WAITS=1: samples what PostgreSQL's backends wait on in every round (pg-waits.ts). */
 const PG_WAITS = process.env.BENCH_PG_WAITS === '1';
+/** BENCH_INGEST_WRITERS: the replicas' INGEST_WRITERS (unset: the cloud's default). */
+const INGEST_WRITERS = process.env.BENCH_INGEST_WRITERS;
 
 interface Layout {
   name: string;
@@ -315,6 +317,7 @@ export async function benchReplicas(postgresUrl: string): Promise<ReplicasRow[]>
         REDIS_PREFIX: prefix,
         RATE_LIMIT_INGEST_PER_MIN: '100000000',
         RATE_LIMIT_MGMT_PER_MIN: '100000',
+        ...(INGEST_WRITERS ? { INGEST_WRITERS } : {}),
       });
       servers.push(server);
       replicas.push({ server, dataDir, mqtt: mqttPort });

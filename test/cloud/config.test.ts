@@ -50,6 +50,7 @@ describe('loadConfig', () => {
       jobRetentionDays: 7,
       jobClaimSeconds: 300,
       ingestAdmission: { maxPending: 10_000, maxWaitMs: 2000 },
+      ingestWriters: 4,
       rateLimitMode: 'enforce',
       rateLimits: { mgmtPerMin: 600, ingestPerMin: 60, readPerMin: 120, reportPerMin: 4, publicPerMin: 600 },
       webhookAllowPrivate: false,
@@ -92,6 +93,7 @@ describe('loadConfig', () => {
       SHUTDOWN_DRAIN_MS: '10000',
       INGEST_MAX_PENDING: '500',
       INGEST_MAX_WAIT_MS: '750',
+      INGEST_WRITERS: '2',
       METRICS_ALLOW: '10.1.0.0/16, 127.0.0.1',
       METRICS_TOKEN: 'scrape-token-0123456789',
       MQTT_HOST: '0.0.0.0',
@@ -133,6 +135,7 @@ describe('loadConfig', () => {
       jobRetentionDays: 14,
       jobClaimSeconds: 30,
       ingestAdmission: { maxPending: 500, maxWaitMs: 750 },
+      ingestWriters: 2,
       rateLimitMode: 'warn',
       rateLimits: { mgmtPerMin: 5, ingestPerMin: 6, readPerMin: 7, reportPerMin: 8, publicPerMin: 9 },
       webhookAllowPrivate: true,
@@ -196,6 +199,8 @@ describe('loadConfig', () => {
     ['SHUTDOWN_DRAIN_MS', '5s'],
     ['INGEST_MAX_PENDING', '0'],
     ['INGEST_MAX_WAIT_MS', '2s'],
+    ['INGEST_WRITERS', '0'],
+    ['INGEST_WRITERS', '9'],
     ['LOG_LEVEL', 'verbose'],
   ])('refuses %s=%s with a one-line message naming the variable', (name, value) => {
     const err = configError({ [name]: value });

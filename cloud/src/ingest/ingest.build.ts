@@ -8,9 +8,9 @@ import { SqliteIngestStore } from './ingest.store.sqlite.ts';
 import type { Ingest, IngestObserver, IngestStore } from './ingest.types.ts';
 
 /** The ingest hot path uses each database's own driver directly (the one dialect branch of ingest). */
-function ingestStoreFor(database: Database): IngestStore {
+function ingestStoreFor(database: Database, writers: number): IngestStore {
   if (database.sqlite) return new SqliteIngestStore(database.db, database.sqlite);
-  if (database.pool) return new PostgresIngestStore(database.pool);
+  if (database.pool) return new PostgresIngestStore(database.pool, writers);
   throw new Error('no database handle for ingest');
 }
 
@@ -27,7 +27,7 @@ export function buildIngest(deps: {
   const { database, clock, config, log } = deps;
   return {
     ingest: new IngestCore({
-      store: ingestStoreFor(database),
+      store: ingestStoreFor(database, config.ingestWriters),
       observer: deps.metrics?.ingest,
       clock,
       config,

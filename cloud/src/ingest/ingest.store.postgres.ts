@@ -142,16 +142,21 @@ export class PostgresIngestStore implements IngestStore {
   /**
    * Groups in flight at once: their round trips overlap. Since channels and rollups are folded
    * elsewhere (ingest.fold.ts) and rate-limit counters commit on their own, groups share only
-   * device rows, locked in key order. 4 is the choice of `BENCH_ONLY=ingest npm run bench`
-   * (docs/design/ingest.md, "Alternatives rejected"); more would leave the pool of 10 little room
-   * for everything else.
+   * device rows, locked in key order. 4 (INGEST_WRITERS' default) is the choice of
+   * `BENCH_ONLY=ingest npm run bench` (docs/design/ingest.md, "Alternatives rejected"); more would
+   * leave the pool of 10 little room for everything else.
    */
-  readonly concurrency = 4;
+  readonly concurrency: number;
 
   /** Until when groups are written in the skipping mode from the start (`performance.now()`). */
   private skipUntil = 0;
 
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(
+    private readonly pool: pg.Pool,
+    writers = 4,
+  ) {
+    this.concurrency = writers;
+  }
 
   /**
    * Measurements go in with a plain insert, which fails on a row stored already (a retry, a gateway
