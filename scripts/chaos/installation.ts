@@ -186,6 +186,8 @@ export async function startCloud(inst: Installation, env: Record<string, string>
       HOST: '127.0.0.1',
       LOG_LEVEL: 'warn',
       SHUTDOWN_DRAIN_MS: '0',
+      // CHAOS_CLOUD_NODE_OPTIONS: Node's options for the cloud (a heap limit, say).
+      ...(process.env.CHAOS_CLOUD_NODE_OPTIONS ? { NODE_OPTIONS: process.env.CHAOS_CLOUD_NODE_OPTIONS } : {}),
       ...inst.env,
       ...env,
     },

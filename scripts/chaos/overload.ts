@@ -27,7 +27,7 @@ const MEASURE_CONNECTIONS = CONNECTIONS;
  * The short form keeps fewer, so that the backlog it leaves drains within seconds on a slow CI run.
  * CHAOS_MAX_OPEN sets the full form's.
  */
-const MAX_OPEN = { full: Number(process.env.CHAOS_MAX_OPEN ?? 10_000), short: 2000 };
+const MAX_OPEN = { full: Number(process.env.CHAOS_MAX_OPEN ?? 50_000), short: 2000 };
 /** How much more than the sustainable rate the overload offers. */
 const FACTOR = 10;
 /** Memory the cloud may reach under overload: far above its working set, far below a small host's RAM. */
