@@ -64,7 +64,7 @@ describe.each(DATABASES.filter((db) => db === 'postgres'))(
       }
       const connects = gateway.status.snapshot().uplink.connects;
       const release = await holdIngestWrites(cloud.database);
-      let pending: Promise<{ status: number }> | null = null;
+      let pending: Promise<{ status: number }> | undefined;
       try {
         // One request waiting for the held writes: the cloud is at its limit (INGEST_MAX_PENDING 1).
         const probe = await createDevice(cloud, user.token, siteId, { local_id: 'probe' });
