@@ -1,3 +1,4 @@
+import net from 'node:net';
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { sql } from 'kysely';
@@ -213,5 +214,18 @@ describe.each(DATABASES)('stopping with a keep-alive request in flight (%s)', (d
     await socketClosed;
     await stopped;
     agent.destroy();
+  });
+});
+
+describe.each(DATABASES)('stopping with a connection that has sent nothing yet (%s)', (db) => {
+  it('closes it at once instead of waiting for its headers', async () => {
+    const t = await startTestCloud({ db });
+    // A client that connected (as a pool or an event source reconnecting does) and sent no request.
+    const socket = net.connect(Number(new URL(t.url).port), '127.0.0.1');
+    await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    // Without the close the stop would wait for the connection's timeouts, past this test's 30 s.
+    await t.stop();
+    await closed;
   });
 });
