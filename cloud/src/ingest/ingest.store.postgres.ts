@@ -1,12 +1,12 @@
 import type pg from 'pg';
 import type { RollupDelta } from '../measurements/rollups.ts';
-import { advisoryKey } from '../storage/advisory-locks.ts';
+import { advisoryXactLock } from '../storage/advisory-locks.ts';
 import { MEASUREMENT_GROUP_SHIFT, ROLLUP_GROUP_SHIFT } from '../storage/layout.ts';
 import { creditFirst } from './ingest.types.ts';
 import type { FoldTx, IngestDevice, IngestStore, IngestTx, NewSensorRow, SensorRef } from './ingest.types.ts';
 
 /** The advisory lock that makes folds of several processes take turns (ingest.fold.ts). */
-const FOLD_LOCK_SQL = `SELECT pg_advisory_xact_lock(${advisoryKey('fold')})`;
+const FOLD_LOCK_SQL = advisoryXactLock('fold');
 
 /**
  * Every third element of `points` from `offset` (one column of the (seq, ts, value) triplets), as a

@@ -6,23 +6,26 @@
  * constants of the code, never input.
  */
 
-/** The SQL expression of the key of lock `name` (an SQL text expression) in the schema `schema` (one too). */
+const CURRENT_SCHEMA = "coalesce(current_schema(), '')";
+
+/** The SQL expression of the key of lock `name` (an SQL text expression) in `schema` (one too). */
 function keyOf(schema: string, name: string): string {
   return `hashtextextended(${schema} || ':' || ${name}, 0)`;
 }
 
-const CURRENT_SCHEMA = "coalesce(current_schema(), '')";
-
-/** The key of the lock `name` in the connection's current schema, as SQL. */
-export function advisoryKey(name: string): string {
-  if (!/^[a-z0-9:_-]+$/.test(name)) throw new Error(`invalid advisory lock name ${name}`);
-  return keyOf(CURRENT_SCHEMA, `'${name}'`);
+function literal(name: string): string {
+  if (!/^[a-z0-9_-]+$/.test(name)) throw new Error(`invalid advisory lock name ${name}`);
+  return `'${name}'`;
 }
 
-/** The key of lock `name` in the schema whose name is the query's parameter `$1` (before it exists). */
-export function advisoryKeyOfSchemaParam(name: string): string {
-  if (!/^[a-z0-9:_-]+$/.test(name)) throw new Error(`invalid advisory lock name ${name}`);
-  return keyOf('$1::text', `'${name}'`);
+/** The statement that takes lock `name` of the connection's current schema for the transaction. */
+export function advisoryXactLock(name: string): string {
+  return `SELECT pg_advisory_xact_lock(${keyOf(CURRENT_SCHEMA, literal(name))})`;
+}
+
+/** The same for the schema named by the query's parameter `$1` (one that may not exist yet). */
+export function advisoryXactLockOfSchemaParam(name: string): string {
+  return `SELECT pg_advisory_xact_lock(${keyOf('$1::text', literal(name))})`;
 }
 
 /**
@@ -30,6 +33,5 @@ export function advisoryKeyOfSchemaParam(name: string): string {
  * lock per row key, e.g. per channel).
  */
 export function advisoryKeyPer(prefix: string, k: string): string {
-  if (!/^[a-z0-9_-]+$/.test(prefix)) throw new Error(`invalid advisory lock prefix ${prefix}`);
-  return keyOf(CURRENT_SCHEMA, `'${prefix}:' || ${k}`);
+  return keyOf(CURRENT_SCHEMA, `${literal(prefix)} || ':' || ${k}`);
 }

@@ -3,7 +3,7 @@ import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
-import { advisoryKey, advisoryKeyOfSchemaParam, advisoryKeyPer } from './advisory-locks.ts';
+import { advisoryKeyPer, advisoryXactLock, advisoryXactLockOfSchemaParam } from './advisory-locks.ts';
 import { MIGRATIONS } from './migrations/index.ts';
 import type { Dialect, DialectSql } from './migrations/migration.ts';
 import type { Tables } from './schema.ts';
@@ -136,9 +136,7 @@ async function openPostgres(url: string, options: OpenOptions): Promise<Database
     try {
       // Under the migration lock: two `CREATE SCHEMA IF NOT EXISTS` at once can still collide.
       await admin.query('BEGIN');
-      await admin.query(`SELECT pg_advisory_xact_lock(${advisoryKeyOfSchemaParam(MIGRATION_LOCK)})`, [
-        schema,
-      ]);
+      await admin.query(advisoryXactLockOfSchemaParam(MIGRATION_LOCK), [schema]);
       await admin.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
       await admin.query('COMMIT');
     } finally {
@@ -210,8 +208,7 @@ async function migrate(database: Database): Promise<void> {
   await db.connection().execute(async (conn) => {
     await sql.raw(dialect === 'sqlite' ? 'BEGIN IMMEDIATE' : 'BEGIN').execute(conn);
     try {
-      if (dialect === 'postgres')
-        await sql.raw(`SELECT pg_advisory_xact_lock(${advisoryKey(MIGRATION_LOCK)})`).execute(conn);
+      if (dialect === 'postgres') await sql.raw(advisoryXactLock(MIGRATION_LOCK)).execute(conn);
       await sql`CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)`.execute(
         conn,
       );

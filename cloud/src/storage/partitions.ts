@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Logger } from '../logger.ts';
-import { advisoryKey } from './advisory-locks.ts';
+import { advisoryXactLock } from './advisory-locks.ts';
 import type { Database } from './database.ts';
 
 /** The advisory lock of partition maintenance: one maintainer at a time across replicas. */
@@ -48,7 +48,7 @@ export async function createMonth(database: Database, year: number, month0: numb
   const to = monthStartMicros(year, month0 + 1);
   return database.db.transaction().execute(async (trx) => {
     // One maintainer at a time across replicas.
-    await sql.raw(`SELECT pg_advisory_xact_lock(${advisoryKey(PARTITION_LOCK)})`).execute(trx);
+    await sql.raw(advisoryXactLock(PARTITION_LOCK)).execute(trx);
     const exists = await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_class
       WHERE relname = ${name} AND relnamespace = current_schema()::regnamespace`.execute(trx);
     if (exists.rows[0]!.n > 0) return false;
@@ -101,7 +101,7 @@ export async function dropMeasurementMonthsBefore(
     try {
       await database.db.transaction().execute(async (trx) => {
         // One maintainer at a time across replicas (the lock `createMonth` takes).
-        await sql.raw(`SELECT pg_advisory_xact_lock(${advisoryKey(PARTITION_LOCK)})`).execute(trx);
+        await sql.raw(advisoryXactLock(PARTITION_LOCK)).execute(trx);
         const still = await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_class
           WHERE relname = ${name} AND relnamespace = current_schema()::regnamespace`.execute(trx);
         if (still.rows[0]!.n === 0) return; // another replica dropped it meanwhile
