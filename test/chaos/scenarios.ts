@@ -32,8 +32,16 @@ export function describeScenarios(names: string[]): void {
       expect(r.stored).toBeGreaterThanOrEqual(r.acknowledged);
       if (scenario.name === 'pg-outage') expect(r.notes['refused while down']).toBeGreaterThan(0);
       if (scenario.name === 'outage-72h') expect(r.notes['order: readings seen in order in all']).toBe(6000);
-      // The overload offered more than the cloud sustains (it aims at ten times; the notes say what it reached).
-      if (scenario.name === 'overload') expect(r.notes['offered / sustainable']).toBeGreaterThan(1);
+      // The overload asked more of the cloud than it took: the generator reached its open limit (readings
+      // due and not sent) or the cloud refused some (503, 429). What it offered against the rate measured
+      // before is in the notes; on a loaded CI machine the cloud can be slower during the overload than
+      // when measured, so that ratio alone says little.
+      if (scenario.name === 'overload')
+        expect(
+          Number(r.notes['not sent (generator at its open limit)']) +
+            Number(r.notes['503'] ?? 0) +
+            Number(r.notes['429'] ?? 0),
+        ).toBeGreaterThan(0);
       // The gateway accepted readings of each kind of device: Shelly (HTTP), serial and ChirpStack.
       if (scenario.name === 'gateway-kill')
         for (const kind of ['shellyht', 'serial', 'a84041'])

@@ -158,6 +158,7 @@ async function openPostgres(url: string, options: OpenOptions): Promise<Database
     // query in flight, and any later one on that client, fails with its own error (answered 503
     // `db_unavailable`), and the pool discards the client when it is released.
     client.on('error', () => undefined);
+    endOnConnectionError(client);
   });
   const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool }) });
   // The schema the connections work in (set by `options`, or by the URL's own `options=-c search_path`)
@@ -187,6 +188,27 @@ async function openPostgres(url: string, options: OpenOptions): Promise<Database
       await db.destroy();
     },
   };
+}
+
+/**
+ * Ends a pooled client as soon as one of its queries fails because the connection is gone. A query in
+ * flight when its backend ends (terminated, the server stopping) fails with the server's own error a
+ * moment before the socket closes; until the socket closes the client looks healthy, and the pool
+ * would hand it, once released, to the next work, which would fail too. An ended client is discarded
+ * on release, so the next work gets a new connection. Every path (Kysely's, the ingest store's) goes
+ * through `query`, so it is wrapped here, once per connection.
+ */
+function endOnConnectionError(client: pg.PoolClient): void {
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  const wrapped = (...args: unknown[]): unknown => {
+    const result = query(...args);
+    if (result instanceof Promise)
+      result.catch((err: unknown) => {
+        if (isConnectionError(err)) client.end().catch(() => undefined);
+      });
+    return result;
+  };
+  client.query = wrapped as typeof client.query;
 }
 
 const DDL: Record<Dialect, DialectSql> = {

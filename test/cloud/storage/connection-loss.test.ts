@@ -74,5 +74,34 @@ if (process.env.TEST_DATABASE_URL) {
       const again = await database.pool!.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
       expect(again.rows[0]!.pid).not.toBe(pid);
     });
+
+    it('is not handed to the next work when its query failed before the socket closed', async () => {
+      for (let round = 0; round < 5; round++) {
+        const client = await database.pool!.connect();
+        const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+        // A query in flight when the backend goes fails with the server's own error (57P01) a moment
+        // before the socket closes; released at once, the client still looks healthy.
+        const inFlight = client.query('SELECT pg_sleep(30)').then(
+          () => null,
+          (err: unknown) => err,
+        );
+        await eventually(
+          async () =>
+            (
+              await database.pool!.query<{ n: number }>(
+                "SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1 AND state = 'active'",
+                [pid],
+              )
+            ).rows[0]!.n === 1,
+          'the sleep to be running',
+        );
+        await terminate(td.url, [pid]);
+        const failed = await inFlight;
+        expect(isConnectionError(failed)).toBe(true);
+        client.release();
+        const again = await database.pool!.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+        expect(again.rows[0]!.pid).not.toBe(pid);
+      }
+    });
   });
 }
