@@ -1,8 +1,9 @@
 import http from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { createApp } from './app.ts';
 import { SystemClock, type Clock } from './clock.ts';
 import { withListeningPort, type Config } from './config.ts';
+import { Connections } from './http/connections.ts';
 import type { RouteDef } from './http/route-table.ts';
 import { ingestFastPath } from './ingest/ingest.fast-path.ts';
 import { createLogger, type Logger } from './logger.ts';
@@ -34,8 +35,8 @@ const DAY_MICROS = 24 * 3600 * 1_000_000;
  */
 export class Cloud {
   private server: http.Server | null = null;
-  /** Every open connection, with the number of its requests not yet answered. */
-  private readonly connections = new Map<Socket, number>();
+  /** The HTTP server's connections and their unanswered requests. */
+  readonly connections = new Connections();
   private maintenance: NodeJS.Timeout | null = null;
   private stopping: Promise<void> | null = null;
   services!: Services;
@@ -60,7 +61,7 @@ export class Cloud {
     // `early` and are handled once the services are up; without a listener they would never be
     // answered.
     this.server = http.createServer({ keepAliveTimeout: 65_000 });
-    this.trackConnections(this.server);
+    this.connections.track(this.server);
     const early: [http.IncomingMessage, http.ServerResponse][] = [];
     const holdEarly = (req: http.IncomingMessage, res: http.ServerResponse) => void early.push([req, res]);
     this.server.on('request', holdEarly);
@@ -92,6 +93,7 @@ export class Cloud {
       this.closeEarly(early);
       throw err;
     }
+    this.services.metrics.watchConnections(this.connections);
     const { app, routes, dashboardRoutes } = createApp(this.services);
     this.routes = routes;
     this.dashboardRoutes = dashboardRoutes;
@@ -165,28 +167,6 @@ export class Cloud {
     return (this.server?.address() as AddressInfo).port;
   }
 
-  /** Counts each connection's unanswered requests (every request, the ones held at start included). */
-  private trackConnections(server: http.Server): void {
-    server.on('connection', (socket: Socket) => {
-      this.connections.set(socket, 0);
-      socket.once('close', () => this.connections.delete(socket));
-    });
-    server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
-      const socket = req.socket;
-      this.connections.set(socket, (this.connections.get(socket) ?? 0) + 1);
-      // 'close' follows the answer's end, or the connection's loss before it.
-      res.once('close', () => {
-        const open = this.connections.get(socket);
-        if (open !== undefined) this.connections.set(socket, open - 1);
-      });
-    });
-  }
-
-  /** While stopping: closes every connection with no request waiting for its answer. */
-  private closeUnbusyConnections(): void {
-    for (const [socket, open] of this.connections) if (open <= 0) socket.destroy();
-  }
-
   /** `http://127.0.0.1:<port>` of the listening server. */
   get url(): string {
     const address = this.server?.address() as AddressInfo;
@@ -226,8 +206,8 @@ export class Cloud {
       // Node closes only the connections idle at `close()`: one whose request was in flight would stay
       // for the whole keep-alive timeout (65 s) once answered, and one a client opened without sending
       // a request yet, for the headers timeout. Each is closed as soon as it has nothing unanswered.
-      this.closeUnbusyConnections();
-      const sweep = setInterval(() => this.closeUnbusyConnections(), 50);
+      this.connections.closeUnbusy();
+      const sweep = setInterval(() => this.connections.closeUnbusy(), 50);
       await closed;
       clearInterval(sweep);
     }

@@ -175,6 +175,9 @@ function serveExchange(
     handler(exchange).then(answer, fail);
   };
   if (input.shed) {
+    // The unread body is discarded as it arrives, not held until the answer can be written (behind
+    // the answers of the connection's earlier requests, when a client pipelines).
+    req.resume();
     fail(Overloaded.instance);
     return;
   }

@@ -79,11 +79,28 @@ export class Metrics {
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });
+  private readonly httpHeld = new Gauge({
+    name: 'sm_http_requests_held',
+    help: 'HTTP requests read and not yet answered, on every connection of this process',
+    registers: [this.registry],
+  });
+  private readonly httpPauses = new Counter({
+    name: 'sm_http_pipelining_pauses_total',
+    help: 'Times this process stopped reading from a connection with too many unanswered requests',
+    registers: [this.registry],
+  });
   /** What the pulled totals were at the last scrape: counters move by the difference. */
-  private readonly seen = { channelsEvaluated: 0, alarmsOpened: 0, mqttMessages: 0 };
+  private readonly seen = { channelsEvaluated: 0, alarmsOpened: 0, mqttMessages: 0, httpPauses: 0 };
+  /** The HTTP server's connections, once the process has a server (tests build services without). */
+  private connections: { held: number; pauses: number } | null = null;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Reads the HTTP server's figures at each scrape. */
+  watchConnections(connections: { held: number; pauses: number }): void {
+    this.connections = connections;
   }
 
   /** One answered HTTP request; `route` is the route's template (`/v1/sites/:site_id`), never the URL. */
@@ -114,6 +131,11 @@ export class Metrics {
     this.seen.mqttMessages = sources.mqtt.messagesReceived;
     this.mqttConnections.set(sources.mqtt.connectionCount);
     this.liveStreams.set(sources.liveStreams.size);
+    if (this.connections) {
+      this.httpHeld.set(this.connections.held);
+      this.httpPauses.inc(this.connections.pauses - this.seen.httpPauses);
+      this.seen.httpPauses = this.connections.pauses;
+    }
     this.jobsQueued.reset();
     this.jobsFailed.reset();
     for (const row of await sources.jobs()) {

@@ -1,0 +1,93 @@
+import { afterEach, describe, expect, it } from '@jest/globals';
+import net from 'node:net';
+import { PIPELINE_DEPTH } from '../../../cloud/src/http/connections.ts';
+import { signUp, startTestCloud, type TestCloud } from '../../helpers/cloud.ts';
+import { DATABASES } from '../../helpers/databases.ts';
+import { eventually } from '../../helpers/eventually.ts';
+import { createDevice, createSite, measurementCount } from '../../helpers/fixtures.ts';
+import { holdIngestWrites } from '../../helpers/row-locks.ts';
+
+/**
+ * A client that pipelines: HTTP/1.1 answers a connection's requests in order, so everything the
+ * server reads behind a request still waiting for its ingest group stays in memory until that one
+ * is answered. The server stops reading from a connection with more than PIPELINE_DEPTH requests
+ * unanswered and goes on once half are answered: what it holds for one connection is bounded, and
+ * every request is still answered, in order, and stored. On PostgreSQL the cloud's writes are held
+ * meanwhile, so that nothing is answered until the bound has been reached and checked.
+ */
+const REQUESTS = 3000;
+
+describe.each(DATABASES)('a pipelining client on %s', (db) => {
+  let t: TestCloud | null = null;
+  afterEach(async () => {
+    await t?.stop();
+    t = null;
+  });
+
+  it(`is read no further than ${PIPELINE_DEPTH} unanswered requests (and one read more), and every request is answered in order`, async () => {
+    // One device sends them all: its rate limit must not refuse any.
+    const cloud = await startTestCloud({ db, env: { RATE_LIMIT_INGEST_PER_MIN: String(REQUESTS) } });
+    t = cloud;
+    const user = await signUp(cloud, 'pipelining@example.com');
+    const site = await createSite(cloud, user.token);
+    const device = await createDevice(cloud, user.token, site.id, { local_id: 'p1' });
+    const requests = Array.from({ length: REQUESTS }, (_, i) => {
+      const body = JSON.stringify({
+        device: 'p1',
+        ts: new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString(),
+        measurements: [{ type: 'temperature', value: i % 40 }],
+      });
+      return (
+        `POST /v1/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${device.ingest_token}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+      );
+    });
+    // The most requests one read of the server (64 KiB) can hold, on top of the depth.
+    const perRead = Math.ceil(65536 / Math.min(...requests.map((r) => Buffer.byteLength(r))));
+    let mostHeld = 0;
+    cloud.cloud['server']!.on('request', () => {
+      mostHeld = Math.max(mostHeld, cloud.cloud.connections.held);
+    });
+
+    const release = db === 'postgres' ? await holdIngestWrites(cloud.database) : null;
+    const socket = net.connect(Number(new URL(cloud.url).port), '127.0.0.1');
+    const statuses: number[] = [];
+    let buffered = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => {
+      buffered += chunk;
+      for (;;) {
+        const end = buffered.indexOf('\r\n\r\n');
+        if (end < 0) break;
+        const length = Number(/\r\ncontent-length: *(\d+)/i.exec(buffered.slice(0, end))?.[1] ?? 0);
+        if (buffered.length < end + 4 + length) break;
+        statuses.push(Number(buffered.slice(9, 12)));
+        buffered = buffered.slice(end + 4 + length);
+      }
+    });
+    const answered = new Promise<void>((resolve, reject) => {
+      socket.on('error', reject);
+      socket.on('data', () => statuses.length === REQUESTS && resolve());
+    });
+    try {
+      socket.write(requests.join(''));
+      await eventually(() => cloud.cloud.connections.pauses > 0, 'the connection to be paused');
+      if (release) {
+        // Nothing can be answered while the writes are held: the count read so far is final.
+        expect(statuses).toEqual([]);
+        expect(cloud.cloud.connections.held).toBeLessThan(REQUESTS);
+      }
+    } finally {
+      await release?.();
+    }
+    await answered;
+    socket.end();
+    expect(mostHeld).toBeGreaterThan(PIPELINE_DEPTH);
+    expect(mostHeld).toBeLessThanOrEqual(PIPELINE_DEPTH + perRead);
+    expect(statuses).toEqual(Array(REQUESTS).fill(200));
+    expect(await measurementCount(cloud)).toBe(REQUESTS);
+    const metrics = await cloud.http.get('/metrics');
+    expect(metrics.text).toMatch(/^sm_http_pipelining_pauses_total [1-9]/m);
+    expect(metrics.text).toMatch(/^sm_http_requests_held \d+/m);
+  });
+});
