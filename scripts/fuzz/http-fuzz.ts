@@ -368,7 +368,7 @@ function acceptedIngestOf(world: FuzzWorld): fc.Arbitrary<unknown> {
 }
 
 /** The arbitrary of one request to `op`. */
-function requestOf(op: Operation, world: FuzzWorld, pool: IdPool): fc.Arbitrary<WireRequest> {
+export function requestOf(op: Operation, world: FuzzWorld, pool: IdPool): fc.Arbitrary<WireRequest> {
   // The credentials the run relies on are never deleted, rotated or moved, and the device token's
   // device keeps its local_id, which accepted ingest bodies name.
   const protect =
@@ -386,7 +386,19 @@ function requestOf(op: Operation, world: FuzzWorld, pool: IdPool): fc.Arbitrary<
   const path = fc
     .tuple(...op.pathParams.map(idFor))
     .map((ids) => op.path.replace(/\{(\w+)\}/g, () => ids.shift() ?? 'x'));
-  const queryValid = fc.record(Object.fromEntries(op.query.map((q) => [q.name, valueOf(q.schema)])), {
+  // A query parameter naming ids (`channel_ids`, `site_id`) gets known ones three times in four, as a
+  // path parameter does: drawn from the schema alone it would never name a real row.
+  const queryValueOf = (q: { name: string; schema: Schema }): fc.Arbitrary<unknown> => {
+    const param = q.name.endsWith('_ids') ? q.name.slice(0, -1) : q.name;
+    const known = pool.byParam.get(param) ?? [];
+    if (known.length === 0) return valueOf(q.schema);
+    const ids =
+      param === q.name
+        ? fc.constantFrom(...known)
+        : fc.uniqueArray(fc.constantFrom(...known), { minLength: 1, maxLength: 3 }).map((l) => l.join(','));
+    return fc.oneof({ weight: 3, arbitrary: ids }, valueOf(q.schema));
+  };
+  const queryValid = fc.record(Object.fromEntries(op.query.map((q) => [q.name, queryValueOf(q)])), {
     requiredKeys: op.query.filter((q) => q.required).map((q) => q.name),
   });
   const query = fc.oneof(

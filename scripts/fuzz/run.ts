@@ -46,10 +46,11 @@ export async function runFuzz(options: {
 }): Promise<FuzzReport> {
   const started = performance.now();
   const unhandled: string[] = [];
+  // The world first: a failure to make it is the run's own error, not one of the process under test.
+  const world = await startFuzzWorld(options.db);
   const onRejection = (reason: unknown) => unhandled.push(String((reason as Error)?.stack ?? reason));
   process.on('unhandledRejection', onRejection);
   process.on('uncaughtException', onRejection);
-  const world = await startFuzzWorld(options.db);
   const tally = newTally();
   try {
     await fuzzHttp(world, tally, { requests: options.requests, seed: options.seed });

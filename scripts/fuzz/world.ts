@@ -31,6 +31,8 @@ export interface FuzzWorld {
   integrationId: string;
   bridge: BridgeBundle;
   topicRoot: string;
+  /** Silences on the bridge's sensor, so that the silence routes meet real ones (and may lift them). */
+  silenceIds: string[];
   /** Ids the fuzzer must not delete or rotate, or it would lock itself out. */
   protectedIds: Set<string>;
 }
@@ -65,6 +67,28 @@ export async function startFuzzWorld(db: DbKind): Promise<FuzzWorld> {
   const client = await connectBridge(t, bridge);
   await publish(client, `${topicRoot}/fridge-1`, { measurements: [{ type: 'temperature', value: 4.5 }] });
   await closeClient(client);
+  const devices = await t.http.get('/v1/devices?account_id=me&limit=100', { token: user.token });
+  const fridge = (devices.json as { data: { id: string; local_id: string }[] }).data.find(
+    (d) => d.local_id === 'fridge-1',
+  );
+  const sensors = await t.http.get(`/v1/devices/${fridge?.id ?? 'none'}/sensors`, { token: user.token });
+  const sensorId = (sensors.json as { data?: { id: string }[] } | null)?.data?.[0]?.id;
+  if (!sensorId) throw new Error(`the bridge's sensor: ${sensors.status} ${sensors.text}`);
+  const silenceIds: string[] = [];
+  for (let i = 1; i <= 3; i++) {
+    const from = new Date(Date.now() + i * 3600_000);
+    const silence = await t.http.post(
+      `/v1/sensors/${sensorId}/silence`,
+      {
+        from: from.toISOString(),
+        to: new Date(from.getTime() + 1800_000).toISOString(),
+        reason: `fuzz ${i}`,
+      },
+      { token: user.token },
+    );
+    if (silence.status !== 201) throw new Error(`POST silence: ${silence.status} ${silence.text}`);
+    silenceIds.push((silence.json as { id: string }).id);
+  }
   return {
     t,
     adminToken: user.token,
@@ -78,6 +102,7 @@ export async function startFuzzWorld(db: DbKind): Promise<FuzzWorld> {
     integrationId: made.id,
     bridge,
     topicRoot,
+    silenceIds,
     protectedIds: new Set([adminTokenId, device.id, made.id, bridge.id, site.id]),
   };
 }

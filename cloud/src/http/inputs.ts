@@ -3,18 +3,24 @@ import { parseTimestampMicros } from '../../../shared/time.ts';
 
 /** Shared zod pieces for request bodies and queries. */
 
-/** RFC 3339 with an explicit offset, as microseconds since the epoch. */
-export const timestamp = z.string().transform((text, ctx) => {
-  const micros = parseTimestampMicros(text);
-  if (micros === null) {
-    ctx.addIssue({
-      code: 'custom',
-      message: 'must be an RFC 3339 timestamp with an offset, e.g. 2026-01-05T10:00:00Z',
-    });
-    return z.NEVER;
-  }
-  return micros;
-});
+/**
+ * RFC 3339 with an explicit offset, as microseconds since the epoch. The OpenAPI document says
+ * `format: date-time`, so that clients generated from it, and the fuzzer, send timestamps.
+ */
+export const timestamp = z
+  .string()
+  .meta({ format: 'date-time', examples: ['2026-01-05T10:00:00Z'] })
+  .transform((text, ctx) => {
+    const micros = parseTimestampMicros(text);
+    if (micros === null) {
+      ctx.addIssue({
+        code: 'custom',
+        message: 'must be an RFC 3339 timestamp with an offset, e.g. 2026-01-05T10:00:00Z',
+      });
+      return z.NEVER;
+    }
+    return micros;
+  });
 
 export const queryBoolean = z.enum(['true', 'false']).transform((v) => v === 'true');
 

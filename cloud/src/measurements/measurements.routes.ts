@@ -27,8 +27,10 @@ const seriesFields = {
 };
 
 const ChannelQuery = z.object({ ...seriesFields, format: z.enum(['json', 'csv']).optional() });
+/** No `cursor`: it pages one channel (`next_cursor` of a series goes to that channel's route). */
+const { cursor: _cursor, ...manyFields } = seriesFields;
 const ManyQuery = z.object({
-  ...seriesFields,
+  ...manyFields,
   channel_ids: z.union([z.string(), z.array(z.string())]).optional(),
 });
 
@@ -175,7 +177,7 @@ export function measurementRoutes(s: MeasurementRoutesDeps): RouteDef[] {
         }
         const channels = await measurements.channels(user.accountId, ids);
         const q = parseInput(ManyQuery, req.query, 'query');
-        if (q.cursor !== undefined) {
+        if (req.query.cursor !== undefined) {
           throw new InvalidRequest(
             'invalid_request',
             'cursor pages one channel: use next_cursor on /v1/channels/{id}/measurements',
