@@ -33,6 +33,7 @@ export interface IngestLoad {
 
 export interface LoadResult {
   generator: 'wrk' | 'autocannon';
+  /** Requests answered 2xx (or 3xx) per second: a refusal or an error is no throughput. */
   requestsPerSec: number;
   /** How long the load ran, s. */
   durationS: number;
@@ -167,7 +168,7 @@ end
   const [requests, durationUs, non2xx, errors] = m.slice(1).map(Number) as [number, number, number, number];
   return {
     requests,
-    requestsPerSec: requests / (durationUs / 1e6),
+    requestsPerSec: (requests - non2xx) / (durationUs / 1e6),
     durationS: durationUs / 1e6,
     generatorCpuMicros,
     non2xx,
@@ -222,7 +223,7 @@ async function execAutocannon(
   const cpu = process.cpuUsage(cpuBefore);
   return {
     generator: 'autocannon',
-    requestsPerSec: result.requests.total / load.durationS,
+    requestsPerSec: (result.requests.total - result.non2xx) / load.durationS,
     durationS: load.durationS,
     generatorCpuMicros: cpu.user + cpu.system,
     non2xx: result.non2xx,

@@ -368,7 +368,7 @@ function acceptedIngestOf(world: FuzzWorld): fc.Arbitrary<unknown> {
 }
 
 /** The arbitrary of one request to `op`. */
-export function requestOf(op: Operation, world: FuzzWorld, pool: IdPool): fc.Arbitrary<WireRequest> {
+function requestOf(op: Operation, world: FuzzWorld, pool: IdPool): fc.Arbitrary<WireRequest> {
   // The credentials the run relies on are never deleted, rotated or moved, and the device token's
   // device keeps its local_id, which accepted ingest bodies name.
   const protect =
