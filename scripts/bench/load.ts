@@ -176,6 +176,44 @@ end
   };
 }
 
+/**
+ * Ingest load pipelined `depth` deep on each connection (wrk's own way: one `request` returns
+ * `depth` requests, and the next goes once all their answers are in), each request of a device in
+ * turn. wrk only: answers null without it. Every answer counts here, 2xx or not (`answersPerSec`):
+ * what is measured is how fast a server answers, as when it refuses under overload.
+ */
+export async function runPipelinedIngest(
+  load: IngestLoad,
+  depth: number,
+): Promise<(LoadResult & { answersPerSec: number }) | null> {
+  if (!hasWrk()) return null;
+  const wire = wireOf(load);
+  const ms = baseMs(load);
+  // Enough pipelines that every device sends: pipeline k holds devices k*depth .. k*depth+depth-1.
+  const pipelines = Array.from({ length: Math.ceil(load.devices.length / depth) }, (_, k) =>
+    Array.from({ length: depth }, (_, i) => {
+      const d = load.devices[(k * depth + i) % load.devices.length]!;
+      return `wrk.format("POST", ${lua(wire.path)}, { ${Object.entries(wire.headers(d))
+        .map(([key, v]) => `[${lua(key)}] = ${lua(v)}`)
+        .join(', ')} }, ${lua(wire.pieces(d).join(wire.timestamp.js(ms)))})`;
+    }),
+  );
+  // Formatted in `init`: before it wrk has not set the Host header `wrk.format` adds.
+  const script = `
+local pipelines = {}
+init = function(args)
+  pipelines = { ${pipelines.map((p) => `table.concat({ ${p.join(', ')} })`).join(',\n')} }
+end
+local counter = 0
+request = function()
+  counter = counter + 1
+  return pipelines[(counter % #pipelines) + 1]
+end
+`;
+  const r = await execWrk(script, load.url, load.connections, load.durationS, ['--timeout', '20s']);
+  return { generator: 'wrk', ...r, answersPerSec: r.requests / r.durationS };
+}
+
 /** GET load: the paths in turn over keep-alive connections, with the same headers on each. */
 export interface GetLoad {
   url: string;

@@ -8,6 +8,7 @@ import { benchMqtt, mqttTable } from './mqtt.ts';
 import { benchPublicApi, publicApiTable } from './public-api.ts';
 import { benchReplicas, replicasTable, replicasWaits } from './replicas.ts';
 import { benchReports, reportsTable } from './reports.ts';
+import { benchShed, shedTable } from './shed.ts';
 import {
   benchReadRate,
   benchReads,
@@ -73,6 +74,16 @@ async function main(): Promise<void> {
       'Account export (POST /v1/accounts/me/export, server RSS while streaming)',
       ...exportTable(exports),
     );
+  }
+  if (!only || only === 'shed') {
+    const rows = await benchShed(postgres === 'none' ? null : postgres);
+    if (rows) {
+      results.shed = rows;
+      printTable(
+        'Refusing under overload (POST /v1/ingest from 50 devices, pipelined 16 deep on 256 connections; every answer 503)',
+        ...shedTable(rows),
+      );
+    } else console.log('\nshed: skipped (needs PostgreSQL and wrk)');
   }
   if (!only || only === 'mqtt') {
     const rows = await benchMqtt(postgres === 'none' ? null : postgres);

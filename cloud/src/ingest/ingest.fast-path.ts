@@ -142,17 +142,22 @@ function serveExchange(
     setHeaders: (more) => Object.assign(headers, more),
     log: lazyChild(log, requestId),
   };
+  // A request refused at the door is counted, not logged: an access line each cuts the refusals a
+  // shedding process can answer by 30 % (BENCH_ONLY=shed), when load is what it lacks. Shedding is
+  // logged when it starts and when it ends, with the number refused.
+  const logged = !input.shed;
   res.on('finish', () => {
-    logRequest(
-      log,
-      requestId,
-      req.method ?? '',
-      req.url ?? '',
-      clientAddress(req, trust),
-      res.statusCode,
-      started,
-      exchange.principal,
-    );
+    if (logged)
+      logRequest(
+        log,
+        requestId,
+        req.method ?? '',
+        req.url ?? '',
+        clientAddress(req, trust),
+        res.statusCode,
+        started,
+        exchange.principal,
+      );
     metrics?.observeRequest(route, req.method ?? '', res.statusCode, (performance.now() - started) / 1000);
   });
   const answer = (reply: Reply) => {

@@ -4,6 +4,7 @@ import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../hel
 import { DATABASES } from '../../helpers/databases.ts';
 import { createDevice, createSite, type CreatedDevice } from '../../helpers/fixtures.ts';
 import { createBridge, rawConnect, type RawClient } from '../../helpers/mqtt.ts';
+import { eventually } from '../../helpers/eventually.ts';
 import { holdIngestWrites } from '../../helpers/row-locks.ts';
 
 /**
@@ -107,6 +108,44 @@ describe.each(DATABASES)('ingest admission control on %s', (db) => {
     },
     120_000,
   );
+
+  if (db === 'postgres')
+    it('counts the requests it refuses at the door without an access-log line for each', async () => {
+      t = await startTestCloud({ db, env: ENV });
+      user = await signUp(t, 'quiet@example.com');
+      const site = await createSite(t, user.token);
+      const device = await createDevice(t, user.token, site.id, { local_id: 'quiet' });
+      const send = (i: number) =>
+        t.http.post(
+          '/v1/ingest',
+          {
+            device: 'quiet',
+            ts: new Date(BASE + i * 1000).toISOString(),
+            measurements: [{ type: 'temperature', value: 4 }],
+          },
+          { token: device.ingest_token },
+        );
+      const release = await holdIngestWrites(t.database);
+      let first;
+      let refused;
+      try {
+        // One request waits for its write: the process is at INGEST_MAX_PENDING, and refuses the rest.
+        first = send(0);
+        await eventually(() => t.cloud.services.ingest.overloaded(), 'the first request to be pending');
+        refused = await Promise.all(Array.from({ length: 20 }, (_, i) => send(i + 1)));
+      } finally {
+        await release();
+      }
+      expect((await first).status).toBe(200);
+      expect(refused.map((r) => r.json?.error?.code)).toEqual(Array(20).fill('overloaded'));
+      const accessLines = t.logs.filter((l) => l.msg === 'request' && l.url === '/v1/ingest');
+      expect(accessLines.map((l) => l.status)).toEqual([200]);
+      const metrics = await t.http.get('/metrics');
+      expect(metrics.text).toMatch(/sm_ingest_rejected_requests_total\{way="http",code="overloaded"\} 20\b/);
+      expect(metrics.text).toMatch(
+        /sm_http_requests_total\{route="\/v1\/ingest",method="POST",status="503"\} 20\b/,
+      );
+    });
 
   // On SQLite a write waiting for the database's lock holds the process's only thread (the busy
   // timeout waits synchronously), so a held database cannot be shown in this process: PostgreSQL only.
