@@ -35,7 +35,11 @@ export const MeasurementSchema = z.object({
 
 export const IngestBodySchema = z.object({
   device: z.string().min(1).max(128).optional().describe('local id of the device; X-Device-Id overrides it'),
-  ts: z.string().optional().describe('RFC 3339 with offset; default: server receive time'),
+  ts: z
+    .string()
+    .meta({ format: 'date-time' })
+    .optional()
+    .describe('RFC 3339 with offset; default: server receive time'),
   measurements: z.array(MeasurementSchema).min(1).max(MAX_MEASUREMENTS),
 });
 

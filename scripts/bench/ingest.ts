@@ -148,7 +148,7 @@ async function measure(target: Target, perRequest: number): Promise<IngestRound>
   return {
     generator: r.generator,
     requestsPerSec: r.requestsPerSec,
-    cpuMicrosPerRequest: cpu / (r.requestsPerSec * r.durationS),
+    cpuMicrosPerRequest: cpu / Math.max(1, r.requestsPerSec * r.durationS),
     serverCpuPercent: cpu / (r.durationS * 10_000),
     generatorCpuPercent: r.generatorCpuMicros / (r.durationS * 10_000),
     stealPercent,

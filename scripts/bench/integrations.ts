@@ -183,7 +183,7 @@ async function runLoad(server: ServerProcess, load: Load, durationS: number): Pr
   const cpu = cpuMicros(server.pid) - cpuBefore;
   const total = result.requests.total;
   return {
-    uplinksPerSec: total / durationS,
+    uplinksPerSec: (total - result.non2xx) / durationS,
     p50Ms: result.latency.p50,
     p99Ms: result.latency.p99,
     cpuMicrosPerUplink: total > 0 ? cpu / total : 0,

@@ -73,7 +73,7 @@ async function round(server: ServerProcess, paths: string[], durationS: number):
   });
   const cpu = cpuMicros(server.pid) - cpuBefore;
   return {
-    requestsPerSec: result.requests.total / durationS,
+    requestsPerSec: (result.requests.total - result.non2xx) / durationS,
     p99Ms: result.latency.p99,
     cpuMicrosPerRequest: cpu / Math.max(1, result.requests.total),
     non2xx: result.non2xx,

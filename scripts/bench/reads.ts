@@ -464,7 +464,7 @@ export async function benchReadRate(postgresUrl: string | null): Promise<ReadRat
           console.log(`${target.name}: ${r.non2xx} non-2xx, ${r.errors} errors; log: ${server.logFile}`);
         return {
           requestsPerSec: r.requestsPerSec,
-          cpuMicrosPerRequest: cpu / (r.requestsPerSec * durationS),
+          cpuMicrosPerRequest: cpu / Math.max(1, r.requestsPerSec * durationS),
           non2xx: r.non2xx,
           errors: r.errors,
         };

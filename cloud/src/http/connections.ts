@@ -34,6 +34,12 @@ export class Connections {
         this.open.delete(socket);
         this.paused.delete(socket);
       });
+      // Node resumes a connection by itself whenever its queued answers fall under 16 KiB (an answer
+      // written behind one still waiting does that): a connection paused here is paused again.
+      // This listener runs after Node's own, which has just restarted reading.
+      socket.on('resume', () => {
+        if (this.paused.has(socket) && !socket.destroyed) pause(socket);
+      });
     });
     server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
       const socket = req.socket;
@@ -53,7 +59,7 @@ export class Connections {
     const count = this.open.get(socket);
     if (count === undefined) return;
     this.open.set(socket, count - 1);
-    if (count - 1 <= this.depth / 2 && this.paused.delete(socket)) resume(socket);
+    if (count - 1 <= this.depth / 2 && this.paused.delete(socket) && !socket.destroyed) resume(socket);
   }
 
   /** Requests read and not yet answered, on every connection. */
@@ -73,7 +79,7 @@ export class Connections {
  * Node's HTTP server's own way to stop reading a connection (what it does when 16 KiB of answers
  * wait): the `_paused` flag keeps a request's body read from resuming the socket, and Node pauses
  * the connection's parser after the read it is in. A plain `socket.pause()` is undone by the next
- * body read.
+ * body read; Node's own resume is undone by the 'resume' listener of `track`.
  */
 interface ServerSocket extends Socket {
   _paused?: boolean;

@@ -279,7 +279,7 @@ const PG_CONNECTION_MESSAGES = [
 
 /**
  * The database could not be reached: connection refused, reset or ended, the server shutting down or
- * starting (57P01-57P03), or the pool timed out.
+ * starting (57P01-57P03), the server ending an idle session (25P03, 57P05), or the pool timed out.
  */
 export function isConnectionError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
@@ -293,9 +293,11 @@ export function isConnectionError(err: unknown): boolean {
     'ECONNRESET',
     'ETIMEDOUT',
     'EPIPE',
+    '25P03',
     '57P01',
     '57P02',
     '57P03',
+    '57P05',
     '08006',
     '08001',
     '08003',

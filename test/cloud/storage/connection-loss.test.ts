@@ -35,7 +35,10 @@ describe('connection errors of node-postgres', () => {
         '2',
       ]);
     }
-    expect(isConnectionError(Object.assign(new Error('x'), { code: '57P01' }))).toBe(true);
+    for (const code of ['57P01', '25P03', '57P05'])
+      expect(isConnectionError(Object.assign(new Error('x'), { code }))).toBe(true);
+    for (const code of ['23505', '40001', '57014'])
+      expect(isConnectionError(Object.assign(new Error('x'), { code }))).toBe(false);
     expect(isConnectionError(new Error('syntax error at or near "x"'))).toBe(false);
   });
 });
