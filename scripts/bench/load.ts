@@ -105,6 +105,12 @@ export async function runIngestLoad(load: IngestLoad): Promise<LoadResult> {
 /** A Lua string literal of `s` (printable text: JSON's escapes of quotes and backslashes are Lua's). */
 const lua = (s: string) => JSON.stringify(s);
 
+/** A Lua table literal of HTTP headers, as `wrk.format` takes them. */
+const luaHeaders = (headers: Record<string, string>) =>
+  `{ ${Object.entries(headers)
+    .map(([k, v]) => `[${lua(k)}] = ${lua(v)}`)
+    .join(', ')} }`;
+
 async function runWrk(load: IngestLoad): Promise<LoadResult> {
   const base = baseMs(load);
   const wire = wireOf(load);
@@ -112,9 +118,7 @@ async function runWrk(load: IngestLoad): Promise<LoadResult> {
 local devices = { ${load.devices
     .map(
       (d) =>
-        `{ pieces = { ${wire.pieces(d).map(lua).join(', ')} }, headers = { ${Object.entries(wire.headers(d))
-          .map(([k, v]) => `[${lua(k)}] = ${lua(v)}`)
-          .join(', ')} } }`,
+        `{ pieces = { ${wire.pieces(d).map(lua).join(', ')} }, headers = ${luaHeaders(wire.headers(d))} }`,
     )
     .join(',\n')} }
 local counter = 0
@@ -193,9 +197,7 @@ export async function runPipelinedIngest(
   const pipelines = Array.from({ length: Math.ceil(load.devices.length / depth) }, (_, k) =>
     Array.from({ length: depth }, (_, i) => {
       const d = load.devices[(k * depth + i) % load.devices.length]!;
-      return `wrk.format("POST", ${lua(wire.path)}, { ${Object.entries(wire.headers(d))
-        .map(([key, v]) => `[${lua(key)}] = ${lua(v)}`)
-        .join(', ')} }, ${lua(wire.pieces(d).join(wire.timestamp.js(ms)))})`;
+      return `wrk.format("POST", ${lua(wire.path)}, ${luaHeaders(wire.headers(d))}, ${lua(wire.pieces(d).join(wire.timestamp.js(ms)))})`;
     }),
   );
   // Formatted in `init`: before it wrk has not set the Host header `wrk.format` adds.
@@ -227,9 +229,7 @@ export async function runGetLoad(load: GetLoad): Promise<LoadResult> {
   if (hasWrk() && process.env.BENCH_GENERATOR !== 'autocannon') {
     const script = `
 local paths = { ${load.paths.map(lua).join(', ')} }
-local headers = { ${Object.entries(load.headers)
-      .map(([k, v]) => `[${lua(k)}] = ${lua(v)}`)
-      .join(', ')} }
+local headers = ${luaHeaders(load.headers)}
 local counter = 0
 request = function()
   counter = counter + 1

@@ -38,7 +38,7 @@ const RSS_LIMIT = 1024 * 1024 * 1024;
  * much garbage V8 let pile up, not what the process holds. CHAOS_CLOUD_NODE_OPTIONS replaces it (empty:
  * no options, V8's own limit).
  */
-const CLOUD_NODE_OPTIONS = '--max-old-space-size=512';
+const CLOUD_NODE_OPTIONS = process.env.CHAOS_CLOUD_NODE_OPTIONS ?? '--max-old-space-size=512';
 /** How long after the overload the rate must be back (to RECOVERED of the rate before). */
 const BACK_WITHIN_MS = 15_000;
 
@@ -67,10 +67,7 @@ export const overload: Scenario = {
     const recovered = options.full ? 0.9 : 0.5;
     const inst = await prepareInstallation({ db: options.db, httpDevices: DEVICES });
     const startedAt = performance.now();
-    const cloud = await startCloud(
-      inst,
-      process.env.CHAOS_CLOUD_NODE_OPTIONS === undefined ? { NODE_OPTIONS: CLOUD_NODE_OPTIONS } : {},
-    );
+    const cloud = await startCloud(inst, { NODE_OPTIONS: CLOUD_NODE_OPTIONS });
     const pinned = await pin(cloud);
     const sender = new PipelinedSender({ port: inst.httpPort, devices: inst.devices }, CONNECTIONS);
     const cpu = () => process.cpuUsage();
@@ -144,7 +141,7 @@ export const overload: Scenario = {
         'generator CPU (cores)': Math.round(harnessCpu * 100) / 100,
         'cloud CPU (cores)': Math.round(cloudCpuShare * 100) / 100,
         pinning: pinned ?? 'none',
-        'cloud NODE_OPTIONS': (process.env.CHAOS_CLOUD_NODE_OPTIONS ?? CLOUD_NODE_OPTIONS) || 'none',
+        'cloud NODE_OPTIONS': CLOUD_NODE_OPTIONS || 'none',
         'load average': os
           .loadavg()
           .map((l) => l.toFixed(1))
