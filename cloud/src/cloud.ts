@@ -36,7 +36,7 @@ const DAY_MICROS = 24 * 3600 * 1_000_000;
 export class Cloud {
   private server: http.Server | null = null;
   /** The HTTP server's connections and their unanswered requests. */
-  readonly connections = new Connections();
+  readonly connections: Connections;
   private maintenance: NodeJS.Timeout | null = null;
   private stopping: Promise<void> | null = null;
   services!: Services;
@@ -44,7 +44,9 @@ export class Cloud {
   /** The dashboard's `/app/api` routes (not in the OpenAPI document). */
   dashboardRoutes!: RouteDef[];
 
-  constructor(private readonly options: CloudOptions) {}
+  constructor(private readonly options: CloudOptions) {
+    this.connections = new Connections(options.config.httpLimits);
+  }
 
   private effectiveConfig: Config | null = null;
 
@@ -63,7 +65,8 @@ export class Cloud {
     this.server = http.createServer({ keepAliveTimeout: 65_000 });
     this.connections.track(this.server);
     const early: [http.IncomingMessage, http.ServerResponse][] = [];
-    const holdEarly = (req: http.IncomingMessage, res: http.ServerResponse) => void early.push([req, res]);
+    const holdEarly = (req: http.IncomingMessage, res: http.ServerResponse) =>
+      void (this.connections.admits(req) && early.push([req, res]));
     this.server.on('request', holdEarly);
     await new Promise<void>((resolve, reject) => {
       this.server!.once('error', reject);
@@ -100,6 +103,7 @@ export class Cloud {
     // Device ingest first, straight from Node's HTTP server; everything else through Express.
     const fastPath = ingestFastPath(this.services);
     const handle = (req: http.IncomingMessage, res: http.ServerResponse) => {
+      if (!this.connections.admits(req)) return;
       // Once stopping, the client is told not to reuse the connection.
       if (this.stopping) res.setHeader('Connection', 'close');
       if (!fastPath(req, res)) app(req, res);

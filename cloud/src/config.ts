@@ -97,6 +97,8 @@ const EnvSchema = z.object({
     .optional(),
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   INGEST_MAX_PENDING: positiveInt.default(10_000),
+  HTTP_MAX_CONNECTIONS: positiveInt.default(10_000),
+  HTTP_MAX_PIPELINED: positiveInt.default(4096),
   INGEST_MAX_WAIT_MS: positiveInt.default(2000),
   INGEST_WRITERS: positiveInt.pipe(z.number().max(8)).default(4),
   SHUTDOWN_DRAIN_MS: wholeNumber.pipe(z.number().max(600_000)).default(5000),
@@ -178,6 +180,14 @@ export interface Config {
    * database, the replicas' writers add up (docs/operations.md, "Sizing").
    */
   readonly ingestWriters: number;
+  /**
+   * What one process holds for its HTTP clients (cloud/src/http/connections.ts): HTTP_MAX_CONNECTIONS
+   * open connections (past it, the longest-idle keep-alive one is closed, or where none is idle the
+   * new one is answered 503 `overloaded` and closed) and HTTP_MAX_PIPELINED requests read behind
+   * their connection's first unanswered one, on all connections together (past it, pipelining
+   * connections are no longer read until half are answered).
+   */
+  readonly httpLimits: { readonly maxConnections: number; readonly maxPipelined: number };
   readonly webhookAllowPrivate: boolean;
   /**
    * TRUST_PROXY: which proxies in front of the cloud may name the client (`X-Forwarded-For`): a hop
@@ -269,6 +279,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     rateLimitSyncMs: e.RATE_LIMIT_SYNC_MS,
     ingestAdmission: Object.freeze({ maxPending: e.INGEST_MAX_PENDING, maxWaitMs: e.INGEST_MAX_WAIT_MS }),
     ingestWriters: e.INGEST_WRITERS,
+    httpLimits: Object.freeze({ maxConnections: e.HTTP_MAX_CONNECTIONS, maxPipelined: e.HTTP_MAX_PIPELINED }),
     webhookAllowPrivate: e.WEBHOOK_ALLOW_PRIVATE,
     trustProxy: e.TRUST_PROXY ?? null,
     logLevel: e.LOG_LEVEL,

@@ -14,8 +14,10 @@ const DEVICES = 20;
  * Connections of the generator. HTTP/1.1 answers a connection's pipelined requests in order, so a
  * shed request's answer waits behind the accepted ones sent before it on its connection: many
  * connections with a few requests each, as a fleet of devices has, rather than a few long pipelines.
+ * CHAOS_CONNECTIONS sets another count (the process-wide bounds of cloud/src/http/connections.ts
+ * are what keep memory bounded with thousands).
  */
-const CONNECTIONS = 256;
+const CONNECTIONS = Number(process.env.CHAOS_CONNECTIONS ?? 256);
 /**
  * Connections of the sustainable-rate measure, each keeping one request open: all of them, so that
  * the cloud's groups fill as they do under overload (with 64, SQLite acknowledged twice the measured
@@ -142,6 +144,7 @@ export const overload: Scenario = {
         'cloud CPU (cores)': Math.round(cloudCpuShare * 100) / 100,
         pinning: pinned ?? 'none',
         'cloud NODE_OPTIONS': CLOUD_NODE_OPTIONS || 'none',
+        connections: CONNECTIONS,
         'load average': os
           .loadavg()
           .map((l) => l.toFixed(1))

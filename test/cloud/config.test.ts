@@ -51,6 +51,7 @@ describe('loadConfig', () => {
       jobClaimSeconds: 300,
       ingestAdmission: { maxPending: 10_000, maxWaitMs: 2000 },
       ingestWriters: 4,
+      httpLimits: { maxConnections: 10_000, maxPipelined: 4096 },
       rateLimitMode: 'enforce',
       rateLimits: { mgmtPerMin: 600, ingestPerMin: 60, readPerMin: 120, reportPerMin: 4, publicPerMin: 600 },
       webhookAllowPrivate: false,
@@ -94,6 +95,8 @@ describe('loadConfig', () => {
       INGEST_MAX_PENDING: '500',
       INGEST_MAX_WAIT_MS: '750',
       INGEST_WRITERS: '2',
+      HTTP_MAX_CONNECTIONS: '2000',
+      HTTP_MAX_PIPELINED: '512',
       METRICS_ALLOW: '10.1.0.0/16, 127.0.0.1',
       METRICS_TOKEN: 'scrape-token-0123456789',
       MQTT_HOST: '0.0.0.0',
@@ -136,6 +139,7 @@ describe('loadConfig', () => {
       jobClaimSeconds: 30,
       ingestAdmission: { maxPending: 500, maxWaitMs: 750 },
       ingestWriters: 2,
+      httpLimits: { maxConnections: 2000, maxPipelined: 512 },
       rateLimitMode: 'warn',
       rateLimits: { mgmtPerMin: 5, ingestPerMin: 6, readPerMin: 7, reportPerMin: 8, publicPerMin: 9 },
       webhookAllowPrivate: true,
@@ -201,6 +205,8 @@ describe('loadConfig', () => {
     ['INGEST_MAX_WAIT_MS', '2s'],
     ['INGEST_WRITERS', '0'],
     ['INGEST_WRITERS', '9'],
+    ['HTTP_MAX_CONNECTIONS', '0'],
+    ['HTTP_MAX_PIPELINED', '-1'],
     ['LOG_LEVEL', 'verbose'],
   ])('refuses %s=%s with a one-line message naming the variable', (name, value) => {
     const err = configError({ [name]: value });

@@ -1,5 +1,7 @@
 import type http from 'node:http';
 import type { Socket } from 'node:net';
+import { OVERLOADED_RETRY_SECONDS } from '../errors.ts';
+import { newId } from '../../../shared/ids.ts';
 
 /**
  * Unanswered requests a connection may have before the server stops reading from it. Devices send
@@ -11,29 +13,72 @@ import type { Socket } from 'node:net';
  */
 export const PIPELINE_DEPTH = 64;
 
+export interface ConnectionLimits {
+  /** Unanswered requests one connection may have before it is no longer read (PIPELINE_DEPTH). */
+  depth?: number;
+  /**
+   * Requests read behind their connection's first unanswered one, on all connections together
+   * (HTTP_MAX_PIPELINED): past it, a connection that pipelines is no longer read.
+   */
+  maxPipelined?: number;
+  /** Open connections (HTTP_MAX_CONNECTIONS): past it, a new one is answered 503 and closed. */
+  maxConnections?: number;
+}
+
+/** How long a connection refused for HTTP_MAX_CONNECTIONS may take to read its 503 and close. */
+const REFUSED_LINGER_MS = 5000;
+
 /**
- * The server's connections and the requests each has unanswered: a connection that pipelines past
- * PIPELINE_DEPTH is paused (its further requests wait in the operating system's buffers and the
- * client's) until half of them are answered; while stopping, connections with nothing unanswered are
- * closed at once. Node parses a whole read (up to 64 KiB) at a time, so a paused connection holds at
- * most PIPELINE_DEPTH plus one read's worth of requests.
+ * The server's connections and the requests each has unanswered. Three bounds keep what a process
+ * holds for its HTTP clients finite, whatever they send:
+ *
+ * - a connection with more than `depth` unanswered requests is paused (its further requests wait in
+ *   the operating system's buffers and the client's) until half of them are answered;
+ * - while the requests pipelined on all connections (read behind their connection's first unanswered
+ *   one) number more than `maxPipelined`, every connection that pipelines is paused as its next
+ *   request is read, until they are down to half; a client sending one request at a time (a device,
+ *   a browser, an event stream) is never paused by it;
+ * - a connection beyond `maxConnections` is first made room for by closing the longest-open idle
+ *   keep-alive connection, and where none is idle it is answered 503 `overloaded` with Retry-After
+ *   before its request is read, and closed.
+ *
+ * Node parses a whole read (up to 64 KiB) at a time, so a paused connection holds at most its bound
+ * plus one read's worth of requests. While stopping, connections with nothing unanswered are closed
+ * at once.
  */
 export class Connections {
-  /** Every open connection, with the number of its requests not yet answered. */
+  /** Every open connection, with the number of its requests not yet answered, oldest first. */
   private readonly open = new Map<Socket, number>();
   private readonly paused = new Set<Socket>();
-  /** Connections paused for pipelining past PIPELINE_DEPTH, since the start. */
+  private readonly depth: number;
+  private readonly maxPipelined: number;
+  private readonly maxConnections: number;
+  /** Requests read behind their connection's first unanswered one, on every connection. */
+  private pipelinedNow = 0;
+  /** Set once `pipelinedNow` passes `maxPipelined`, cleared once it is down to half. */
+  private full = false;
+  private heldNow = 0;
+  /** Connections paused for pipelining (their own depth or the process-wide bound), since the start. */
   pauses = 0;
+  /** Connections refused with 503 for `maxConnections`, since the start. */
+  refused = 0;
+  /** Idle keep-alive connections closed to make room for a new one, since the start. */
+  reclaimed = 0;
 
-  constructor(private readonly depth = PIPELINE_DEPTH) {}
+  constructor(limits: ConnectionLimits = {}) {
+    this.depth = limits.depth ?? PIPELINE_DEPTH;
+    this.maxPipelined = limits.maxPipelined ?? Infinity;
+    this.maxConnections = limits.maxConnections ?? Infinity;
+  }
 
   track(server: http.Server): void {
     server.on('connection', (socket: Socket) => {
+      if (this.open.size >= this.maxConnections && !this.reclaimIdle()) {
+        this.refuse(socket);
+        return;
+      }
       this.open.set(socket, 0);
-      socket.once('close', () => {
-        this.open.delete(socket);
-        this.paused.delete(socket);
-      });
+      socket.once('close', () => this.closed(socket));
       // Node resumes a connection by itself whenever its queued answers fall under 16 KiB (an answer
       // written behind one still waiting does that): a connection paused here is paused again.
       // This listener runs after Node's own, which has just restarted reading.
@@ -43,9 +88,13 @@ export class Connections {
     });
     server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
       const socket = req.socket;
-      const count = (this.open.get(socket) ?? 0) + 1;
+      const before = this.open.get(socket);
+      if (before === undefined) return;
+      const count = before + 1;
       this.open.set(socket, count);
-      if (count > this.depth && !this.paused.has(socket)) {
+      this.heldNow++;
+      if (count > 1 && ++this.pipelinedNow > this.maxPipelined) this.full = true;
+      if ((count > this.depth || (this.full && count > 1)) && !this.paused.has(socket)) {
         this.paused.add(socket);
         this.pauses++;
         pause(socket);
@@ -57,16 +106,93 @@ export class Connections {
 
   private answered(socket: Socket): void {
     const count = this.open.get(socket);
-    if (count === undefined) return;
+    if (count === undefined || count === 0) return;
     this.open.set(socket, count - 1);
-    if (count - 1 <= this.depth / 2 && this.paused.delete(socket) && !socket.destroyed) resume(socket);
+    this.forget(count);
+    if (this.full && this.pipelinedNow <= this.maxPipelined / 2) {
+      this.full = false;
+      for (const s of this.paused) if ((this.open.get(s) ?? 0) <= this.depth / 2) this.resume(s);
+    } else if (!this.full && count - 1 <= this.depth / 2 && this.paused.has(socket)) this.resume(socket);
+  }
+
+  /** A connection that closed with `count` requests unanswered (their answers never come). */
+  private closed(socket: Socket): void {
+    const count = this.open.get(socket);
+    if (count === undefined) return;
+    this.open.delete(socket);
+    this.paused.delete(socket);
+    for (let n = count; n > 0; n--) this.forget(n);
+  }
+
+  /** One of a connection's `count` unanswered requests leaves the counts. */
+  private forget(count: number): void {
+    this.heldNow--;
+    if (count > 1) this.pipelinedNow--;
+  }
+
+  private resume(socket: Socket): void {
+    this.paused.delete(socket);
+    if (!socket.destroyed) resume(socket);
+  }
+
+  /** Closes the longest-open connection with nothing unanswered; false when every one is busy. */
+  private reclaimIdle(): boolean {
+    for (const [socket, count] of this.open) {
+      if (count > 0) continue;
+      this.closed(socket);
+      socket.destroy();
+      this.reclaimed++;
+      return true;
+    }
+    return false;
+  }
+
+  /**
+   * Answers a connection over the limit without reading its request: 503 `overloaded` in the API's
+   * error envelope, then the end of the connection. What the client sends meanwhile is read and
+   * dropped, so that closing does not reset the connection before the client has read the answer.
+   */
+  private refuse(socket: Socket): void {
+    this.refused++;
+    const requestId = newId('req');
+    const body = JSON.stringify({
+      error: {
+        code: 'overloaded',
+        message: 'the server has too many connections open; retry after Retry-After seconds',
+        request_id: requestId,
+      },
+    });
+    socket.on('error', () => undefined);
+    socket.setTimeout(REFUSED_LINGER_MS, () => socket.destroy());
+    socket.resume();
+    socket.end(
+      'HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n' +
+        `Retry-After: ${OVERLOADED_RETRY_SECONDS}\r\nX-Request-Id: ${requestId}\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+  }
+
+  /**
+   * Whether a request is to be handled: false for one read on a connection refused for
+   * `maxConnections` (it has its answer already, and the connection is closing).
+   */
+  admits(req: http.IncomingMessage): boolean {
+    return this.open.has(req.socket);
   }
 
   /** Requests read and not yet answered, on every connection. */
   get held(): number {
-    let n = 0;
-    for (const count of this.open.values()) n += count;
-    return n;
+    return this.heldNow;
+  }
+
+  /** Requests read behind their connection's first unanswered one, on every connection. */
+  get pipelined(): number {
+    return this.pipelinedNow;
+  }
+
+  /** Open connections (those refused for the limit are not counted). */
+  get count(): number {
+    return this.open.size;
   }
 
   /** Closes every connection with no request waiting for its answer. */

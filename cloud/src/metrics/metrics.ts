@@ -10,6 +10,16 @@ export interface MetricSources {
   jobs(): Promise<{ kind: string; queued: number; failed: number }[]>;
 }
 
+/** The HTTP server's figures (`Connections`, cloud/src/http/connections.ts). */
+export interface HttpFigures {
+  held: number;
+  pipelined: number;
+  count: number;
+  pauses: number;
+  refused: number;
+  reclaimed: number;
+}
+
 /**
  * The process's Prometheus figures (`GET /metrics`), in a registry of its own (tests run several
  * clouds in one process). What runs per request or per measurement only increments counters; the
@@ -84,22 +94,49 @@ export class Metrics {
     help: 'HTTP requests read and not yet answered, on every connection of this process',
     registers: [this.registry],
   });
+  private readonly httpPipelined = new Gauge({
+    name: 'sm_http_requests_pipelined',
+    help: "HTTP requests read behind their connection's first unanswered one, on every connection (HTTP_MAX_PIPELINED bounds them)",
+    registers: [this.registry],
+  });
+  private readonly httpConnections = new Gauge({
+    name: 'sm_http_connections',
+    help: 'HTTP connections open on this process (HTTP_MAX_CONNECTIONS bounds them)',
+    registers: [this.registry],
+  });
   private readonly httpPauses = new Counter({
     name: 'sm_http_pipelining_pauses_total',
-    help: 'Times this process stopped reading from a connection with too many unanswered requests',
+    help: "Times this process stopped reading from a connection for its pipelined requests (its own or all connections' together)",
+    registers: [this.registry],
+  });
+  private readonly httpRefused = new Counter({
+    name: 'sm_http_connections_refused_total',
+    help: 'Connections answered 503 overloaded and closed because HTTP_MAX_CONNECTIONS were open and none idle',
+    registers: [this.registry],
+  });
+  private readonly httpReclaimed = new Counter({
+    name: 'sm_http_connections_reclaimed_total',
+    help: 'Idle keep-alive connections closed to make room for a new one at HTTP_MAX_CONNECTIONS',
     registers: [this.registry],
   });
   /** What the pulled totals were at the last scrape: counters move by the difference. */
-  private readonly seen = { channelsEvaluated: 0, alarmsOpened: 0, mqttMessages: 0, httpPauses: 0 };
+  private readonly seen = {
+    channelsEvaluated: 0,
+    alarmsOpened: 0,
+    mqttMessages: 0,
+    httpPauses: 0,
+    httpRefused: 0,
+    httpReclaimed: 0,
+  };
   /** The HTTP server's connections, once the process has a server (tests build services without). */
-  private connections: { held: number; pauses: number } | null = null;
+  private connections: HttpFigures | null = null;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }
 
   /** Reads the HTTP server's figures at each scrape. */
-  watchConnections(connections: { held: number; pauses: number }): void {
+  watchConnections(connections: HttpFigures): void {
     this.connections = connections;
   }
 
@@ -132,9 +169,16 @@ export class Metrics {
     this.mqttConnections.set(sources.mqtt.connectionCount);
     this.liveStreams.set(sources.liveStreams.size);
     if (this.connections) {
-      this.httpHeld.set(this.connections.held);
-      this.httpPauses.inc(this.connections.pauses - this.seen.httpPauses);
-      this.seen.httpPauses = this.connections.pauses;
+      const c = this.connections;
+      this.httpHeld.set(c.held);
+      this.httpPipelined.set(c.pipelined);
+      this.httpConnections.set(c.count);
+      this.httpPauses.inc(c.pauses - this.seen.httpPauses);
+      this.httpRefused.inc(c.refused - this.seen.httpRefused);
+      this.httpReclaimed.inc(c.reclaimed - this.seen.httpReclaimed);
+      this.seen.httpPauses = c.pauses;
+      this.seen.httpRefused = c.refused;
+      this.seen.httpReclaimed = c.reclaimed;
     }
     this.jobsQueued.reset();
     this.jobsFailed.reset();

@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
-import net from 'node:net';
 import { PIPELINE_DEPTH } from '../../../cloud/src/http/connections.ts';
 import { signUp, startTestCloud, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { eventually } from '../../helpers/eventually.ts';
+import { RawHttpConnection } from '../../helpers/raw-http.ts';
 import { createDevice, createSite, measurementCount } from '../../helpers/fixtures.ts';
 import { holdIngestWrites } from '../../helpers/row-locks.ts';
 
@@ -61,38 +61,21 @@ describe.each(DATABASES)('a pipelining client on %s', (db) => {
     });
 
     const release = db === 'postgres' ? await holdIngestWrites(cloud.database) : null;
-    const socket = net.connect(Number(new URL(cloud.url).port), '127.0.0.1');
-    const statuses: number[] = [];
-    let buffered = '';
-    socket.setEncoding('latin1');
-    socket.on('data', (chunk: string) => {
-      buffered += chunk;
-      for (;;) {
-        const end = buffered.indexOf('\r\n\r\n');
-        if (end < 0) break;
-        const length = Number(/\r\ncontent-length: *(\d+)/i.exec(buffered.slice(0, end))?.[1] ?? 0);
-        if (buffered.length < end + 4 + length) break;
-        statuses.push(Number(buffered.slice(9, 12)));
-        buffered = buffered.slice(end + 4 + length);
-      }
-    });
-    const answered = new Promise<void>((resolve, reject) => {
-      socket.on('error', reject);
-      socket.on('data', () => statuses.length === REQUESTS && resolve());
-    });
+    const client = new RawHttpConnection(Number(new URL(cloud.url).port));
     try {
-      socket.write(requests.join(''));
+      client.write(requests.join(''));
       await eventually(() => cloud.cloud.connections.pauses > 0, 'the connection to be paused');
       if (release) {
         // Nothing can be answered while the first request's write is held: the count read so far is final.
-        expect(statuses).toEqual([]);
+        expect(client.answers).toEqual([]);
         expect(cloud.cloud.connections.held).toBeLessThan(REQUESTS);
       }
     } finally {
       await release?.();
     }
-    await answered;
-    socket.end();
+    await client.answered(REQUESTS);
+    client.close();
+    const statuses = client.answers.map((a) => a.status);
     expect(mostHeld).toBeGreaterThan(PIPELINE_DEPTH);
     expect(mostHeld).toBeLessThanOrEqual(PIPELINE_DEPTH + perRead);
     expect(statuses).toEqual(Array(REQUESTS).fill(200));
@@ -100,5 +83,7 @@ describe.each(DATABASES)('a pipelining client on %s', (db) => {
     const metrics = await cloud.http.get('/metrics');
     expect(metrics.text).toMatch(/^sm_http_pipelining_pauses_total [1-9]/m);
     expect(metrics.text).toMatch(/^sm_http_requests_held \d+/m);
+    expect(metrics.text).toMatch(/^sm_http_requests_pipelined \d+/m);
+    expect(metrics.text).toMatch(/^sm_http_connections [1-9]/m);
   });
 });

@@ -1,0 +1,103 @@
+import { afterEach, describe, expect, it } from '@jest/globals';
+import http from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { Connections, PIPELINE_DEPTH } from '../../../cloud/src/http/connections.ts';
+import { eventually } from '../../helpers/eventually.ts';
+import { RawHttpConnection } from '../../helpers/raw-http.ts';
+
+/**
+ * The process-wide bound on pipelined requests, on Node's own HTTP server (what the cloud's server
+ * is) with `Connections` tracking it and a handler that holds every answer until released: the
+ * requests read behind each connection's first unanswered one stay at most `maxPipelined` plus what
+ * one read of each connection brings, where the per-connection depth alone would let each
+ * connection reach PIPELINE_DEPTH. Once answers flow, every connection is read again and every
+ * request answered, in order.
+ */
+const CONNECTIONS = 10;
+const PER_CONNECTION = 150;
+const MAX_PIPELINED = 100;
+/** Requests a client writes at once; it writes the next batch once the server has read this one. */
+const BATCH = 5;
+
+describe('connections', () => {
+  let server: http.Server | null = null;
+  const clients: RawHttpConnection[] = [];
+  afterEach(async () => {
+    for (const c of clients.splice(0)) c.close();
+    server?.closeAllConnections();
+    await new Promise((resolve) => server?.close(resolve));
+    server = null;
+  });
+
+  it(`hold at most ${MAX_PIPELINED} pipelined requests in all (and one read per connection), then answer every one in order`, async () => {
+    const connections = new Connections({ maxPipelined: MAX_PIPELINED });
+    server = http.createServer();
+    connections.track(server);
+    const byPort = new Map<number, Socket>();
+    const read = new Map<number, number>();
+    server.on('connection', (s: Socket) => byPort.set(s.remotePort!, s));
+    let released = false;
+    const waiting: (() => void)[] = [];
+    let mostPipelined = 0;
+    server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+      const port = req.socket.remotePort!;
+      read.set(port, (read.get(port) ?? 0) + 1);
+      mostPipelined = Math.max(mostPipelined, connections.pipelined);
+      const answer = () => res.end(req.url);
+      if (released) answer();
+      else waiting.push(answer);
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const request = (c: number, n: number) => `GET /${c}/${n} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
+    const sent: number[] = [];
+    for (let c = 0; c < CONNECTIONS; c++) {
+      const client = new RawHttpConnection(port);
+      await client.connected();
+      clients.push(client);
+      sent.push(0);
+    }
+
+    // Each client writes a batch once the server has read its last one, until the server stops
+    // reading it: so that each read of the server holds one batch.
+    const serverSocket = (c: number) => byPort.get(clients[c]!.socket.localPort!);
+    const stopped = new Set<number>();
+    while (stopped.size < CONNECTIONS) {
+      for (let c = 0; c < CONNECTIONS; c++) {
+        if (stopped.has(c)) continue;
+        const port = clients[c]!.socket.localPort!;
+        await eventually(
+          () => (read.get(port) ?? 0) === sent[c] || serverSocket(c)?.isPaused(),
+          `connection ${c} to be read or paused`,
+        );
+        if ((read.get(port) ?? 0) < sent[c]! || sent[c] === PER_CONNECTION) {
+          stopped.add(c);
+          continue;
+        }
+        const batch = Array.from({ length: BATCH }, (_, i) => request(c, sent[c]! + i)).join('');
+        clients[c]!.write(batch);
+        sent[c]! += BATCH;
+      }
+    }
+    expect(connections.pauses).toBeGreaterThan(0);
+    expect(mostPipelined).toBeGreaterThan(MAX_PIPELINED);
+    expect(mostPipelined).toBeLessThanOrEqual(MAX_PIPELINED + CONNECTIONS * BATCH);
+    // The per-connection depth alone would have allowed far more.
+    expect(CONNECTIONS * (PIPELINE_DEPTH - 1)).toBeGreaterThan(MAX_PIPELINED + CONNECTIONS * BATCH);
+
+    released = true;
+    for (const answer of waiting.splice(0)) answer();
+    for (let c = 0; c < CONNECTIONS; c++) {
+      const rest = Array.from({ length: PER_CONNECTION - sent[c]! }, (_, i) => request(c, sent[c]! + i));
+      clients[c]!.write(rest.join(''));
+    }
+    for (let c = 0; c < CONNECTIONS; c++) {
+      await clients[c]!.answered(PER_CONNECTION);
+      expect(clients[c]!.answers.map((a) => a.body)).toEqual(
+        Array.from({ length: PER_CONNECTION }, (_, n) => `/${c}/${n}`),
+      );
+    }
+    expect(connections.held).toBe(0);
+    expect(connections.pipelined).toBe(0);
+  });
+});
