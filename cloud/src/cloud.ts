@@ -28,6 +28,12 @@ export interface CloudOptions {
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
 const DAY_MICROS = 24 * 3600 * 1_000_000;
+/**
+ * Connections the kernel may hold for the HTTP server before it accepts them (capped by the system's
+ * `net.core.somaxconn`). Node's default, 511, overflows when a site's devices all reconnect at once
+ * after an outage; the kernel then drops or, with SYN cookies, sometimes resets them.
+ */
+const LISTEN_BACKLOG = 4096;
 
 /**
  * The cloud process: database (migrated at start), services, HTTP server and background work.
@@ -70,7 +76,10 @@ export class Cloud {
     this.server.on('request', holdEarly);
     await new Promise<void>((resolve, reject) => {
       this.server!.once('error', reject);
-      this.server!.listen(this.options.config.port, this.options.config.host, () => resolve());
+      this.server!.listen(
+        { port: this.options.config.port, host: this.options.config.host, backlog: LISTEN_BACKLOG },
+        () => resolve(),
+      );
     });
     const config = withListeningPort(this.options.config, (this.server.address() as AddressInfo).port);
     this.effectiveConfig = config;

@@ -19,11 +19,13 @@ const DEVICES = 20;
  */
 const CONNECTIONS = Number(process.env.CHAOS_CONNECTIONS ?? 256);
 /**
- * Connections of the sustainable-rate measure, each keeping one request open: all of them, so that
- * the cloud's groups fill as they do under overload (with 64, SQLite acknowledged twice the measured
- * rate during the overload).
+ * Connections of the sustainable-rate measure, each keeping one request open: 256, or all of them
+ * when fewer, so that the cloud's groups fill as they do under overload (with 64, SQLite acknowledged
+ * twice the measured rate during the overload). Not more: with thousands of requests open in a closed
+ * loop each waits as long as ingest lets the oldest wait (INGEST_MAX_WAIT_MS, Little's law), and the
+ * measure itself is shed.
  */
-const MEASURE_CONNECTIONS = CONNECTIONS;
+const MEASURE_CONNECTIONS = Math.min(CONNECTIONS, 256);
 /**
  * Requests open at once, at most: the generator's own bound (a reading due beyond it is not sent).
  * The short form keeps fewer, so that the backlog it leaves drains within seconds on a slow CI run.
@@ -71,12 +73,34 @@ export const overload: Scenario = {
     const startedAt = performance.now();
     const cloud = await startCloud(inst, { NODE_OPTIONS: CLOUD_NODE_OPTIONS });
     const pinned = await pin(cloud);
-    const sender = new PipelinedSender({ port: inst.httpPort, devices: inst.devices }, CONNECTIONS);
+    const sender = await PipelinedSender.open({ port: inst.httpPort, devices: inst.devices }, CONNECTIONS);
     const cpu = () => process.cpuUsage();
     try {
       await sender.closedLoop(MEASURE_CONNECTIONS, options.full ? 3000 : 500); // warm up: channels made, statements prepared
-      const before = await sender.closedLoop(MEASURE_CONNECTIONS, measureMs);
+      // CPU each side used while the rate was measured: which one was the limit.
+      const busy: string[] = [];
+      const measured = async (ms: number) => {
+        const [ownAt, cloudAt, at, shedAt] = [
+          cpu(),
+          cloudCpu(cloud),
+          performance.now(),
+          sender.answers['503'] ?? 0,
+        ];
+        const rate = await sender.closedLoop(MEASURE_CONNECTIONS, ms);
+        const [own, seconds] = [cpu(), (performance.now() - at) / 1000];
+        busy.push(
+          `${Math.round(rate)}/s (${(sender.answers['503'] ?? 0) - shedAt} shed): cloud ${((cloudCpu(cloud) - cloudAt) / seconds).toFixed(2)}, generator ${((own.user + own.system - ownAt.user - ownAt.system) / 1e6 / seconds).toFixed(2)} cores`,
+        );
+        return rate;
+      };
+      const before = await measured(measureMs);
       const rssBefore = cloud.rss();
+      const figures: Record<string, string> = {};
+      const sample = async (when: string) => {
+        figures[when] = await cloudFigures(inst.httpPort);
+        options.log(`${when}: ${figures[when]}`);
+      };
+      await sample('before');
       const rate = before * FACTOR;
       options.log(
         `sustainable: ${before.toFixed(0)} readings/s; offering ${rate.toFixed(0)}/s for ${overloadMs} ms${pinned ? ` (${pinned})` : ''}`,
@@ -84,6 +108,7 @@ export const overload: Scenario = {
       let peakRss = rssBefore;
       const sampler = setInterval(() => (peakRss = Math.max(peakRss, cloud.rss())), 100);
       const cpuAtStart = cpu();
+      const overStart = performance.now();
       const cloudCpuAtStart = cloudCpu(cloud);
       const offered = await sender.openLoop(
         rate,
@@ -96,14 +121,16 @@ export const overload: Scenario = {
         (used.user + used.system - cpuAtStart.user - cpuAtStart.system) / 1e6 / offered.seconds;
       const cloudCpuShare = (cloudCpu(cloud) - cloudCpuAtStart) / offered.seconds;
       const overEnd = performance.now();
+      await sample('end of overload');
       const drained = await sender.drained(60_000);
       const recoveryMs = performance.now() - overEnd;
+      await sample('backlog answered');
       // The rate again, window after window, until it is back or BACK_WITHIN_MS passed.
       let after = 0;
       let backMs: number | null = null;
       const windows: number[] = [];
       while (alive(cloud) && performance.now() - overEnd < BACK_WITHIN_MS) {
-        after = await sender.closedLoop(MEASURE_CONNECTIONS, windowMs);
+        after = await measured(windowMs);
         windows.push(Math.round(after));
         if (after >= before * recovered) {
           backMs = performance.now() - overEnd;
@@ -112,6 +139,7 @@ export const overload: Scenario = {
       }
       clearInterval(sampler);
       peakRss = Math.max(peakRss, cloud.rss());
+      await sample('after');
       options.log(
         `offered ${offered.offered.toFixed(0)}/s (${(offered.offered / before).toFixed(1)}x), answered ${offered.answered.toFixed(0)}/s; after: ${after.toFixed(0)}/s; peak RSS ${(peakRss / 2 ** 20).toFixed(0)} MiB`,
       );
@@ -136,6 +164,7 @@ export const overload: Scenario = {
         'answered /s during': Math.round(offered.answered),
         'after /s': Math.round(after),
         'after, window by window /s': windows.join(' '),
+        'CPU while measured (before, then each window after)': busy.join('; '),
         'back to normal s': backMs === null ? 'no' : Math.round(backMs / 100) / 10,
         'RSS before MiB': Math.round(rssBefore / 2 ** 20),
         'peak RSS MiB': Math.round(peakRss / 2 ** 20),
@@ -151,6 +180,12 @@ export const overload: Scenario = {
           .join(' '),
         'error log lines': cloud.errors.count,
       };
+      for (const [when, f] of Object.entries(figures)) notes[`cloud, ${when}`] = f;
+      notes['connections lost (s after the overload began: unanswered)'] =
+        sender.losses
+          .slice(0, 10)
+          .map((l) => `${((l.at - overStart) / 1000).toFixed(1)}: ${l.unanswered}`)
+          .join(', ') + (sender.losses.length > 10 ? `, ... (${sender.losses.length})` : '');
       for (const [what, n] of Object.entries(sender.answers).sort()) notes[what] = n;
       for (const [i, e] of sender.unexpected.slice(0, 3).entries()) notes[`example ${i + 1}`] = e;
       if (failed.length > 0) notes.failed = failed.join('; ');
@@ -188,6 +223,34 @@ export const overload: Scenario = {
     }
   },
 };
+
+/**
+ * The cloud's own figures from `/metrics`: its live heap, the time its garbage collector has taken
+ * so far, the HTTP connections open, and the requests it holds (read and not answered, and those
+ * pipelined behind their connection's first). Empty when the cloud does not answer.
+ */
+async function cloudFigures(port: number): Promise<string> {
+  try {
+    const text = await (
+      await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(10_000) })
+    ).text();
+    const value = (name: string) =>
+      [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, 'gm'))].reduce(
+        (sum, m) => sum + Number(m[1]),
+        0,
+      );
+    return [
+      `heap used ${(value('nodejs_heap_size_used_bytes') / 2 ** 20).toFixed(0)} MiB`,
+      `GC ${value('nodejs_gc_duration_seconds_sum').toFixed(1)} s`,
+      `connections ${value('sm_http_connections')}`,
+      `held ${value('sm_http_requests_held')}`,
+      `pipelined ${value('sm_http_requests_pipelined')}`,
+      `pauses ${value('sm_http_pipelining_pauses_total')}`,
+    ].join(', ');
+  } catch (err) {
+    return `no figures (${(err as Error).message})`;
+  }
+}
 
 function alive(cloud: CloudRun): boolean {
   return cloud.child.exitCode === null && cloud.child.signalCode === null;

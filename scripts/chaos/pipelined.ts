@@ -33,6 +33,8 @@ interface Conn {
 }
 
 const SHIFT = 2 ** 32;
+/** Connections `open` establishes at once. */
+const CONNECT_BATCH = 128;
 
 export class PipelinedSender {
   private readonly conns: Conn[] = [];
@@ -45,6 +47,8 @@ export class PipelinedSender {
   private onAnswer: ((conn: Conn, status: number) => void) | null = null;
   /** Requests sent and not answered. */
   open = 0;
+  /** Connections that ended (closed by the server, or failed), when (`performance.now()`) and with how many unanswered. */
+  readonly losses: { at: number; unanswered: number }[] = [];
   readonly answers: Record<string, number> = {};
   /** Answers other than 200, 429 and 503-with-Retry-After, the first few whole. */
   readonly unexpected: string[] = [];
@@ -61,6 +65,32 @@ export class PipelinedSender {
     );
     this.statuses = target.devices.map(() => []);
     for (let i = 0; i < connections; i++) this.conns.push(this.connect());
+  }
+
+  /**
+   * A sender whose connections are all established: opened a batch at a time, each batch once the
+   * last is connected, as a fleet's connections arrive over time. Thousands opened at once overflow
+   * the server's listen queue, and the kernel then resets some of them (SYN cookies that fail) at
+   * their first request: losses of the generator's making, not the server's.
+   */
+  static async open(target: PipelinedTarget, connections: number): Promise<PipelinedSender> {
+    const sender = new PipelinedSender(target, 0);
+    while (sender.conns.length < connections) {
+      const batch = Array.from({ length: Math.min(CONNECT_BATCH, connections - sender.conns.length) }, () =>
+        sender.connect(),
+      );
+      sender.conns.push(...batch);
+      await Promise.all(
+        batch.map(
+          (c) =>
+            new Promise<void>((resolve, reject) => {
+              c.socket.once('connect', resolve);
+              c.socket.once('error', reject);
+            }),
+        ),
+      );
+    }
+    return sender;
   }
 
   get sent(): number {
@@ -93,6 +123,8 @@ export class PipelinedSender {
   private lost(conn: Conn): void {
     if (conn.closed) return;
     conn.closed = true;
+    if (!this.closing)
+      this.losses.push({ at: performance.now(), unanswered: conn.waiting.length - conn.head });
     const i = this.conns.indexOf(conn);
     if (i >= 0 && !this.closing) this.conns[i] = this.connect();
     for (let k = conn.head; k < conn.waiting.length; k++) this.settle(conn, conn.waiting[k]!, 0, 'no answer');

@@ -109,10 +109,7 @@ export class Connections {
     if (count === undefined || count === 0) return;
     this.open.set(socket, count - 1);
     this.forget(count);
-    if (this.full && this.pipelinedNow <= this.maxPipelined / 2) {
-      this.full = false;
-      for (const s of this.paused) if ((this.open.get(s) ?? 0) <= this.depth / 2) this.resume(s);
-    } else if (!this.full && count - 1 <= this.depth / 2 && this.paused.has(socket)) this.resume(socket);
+    if (!this.full && count - 1 <= this.depth / 2 && this.paused.has(socket)) this.resume(socket);
   }
 
   /** A connection that closed with `count` requests unanswered (their answers never come). */
@@ -124,10 +121,20 @@ export class Connections {
     for (let n = count; n > 0; n--) this.forget(n);
   }
 
-  /** One of a connection's `count` unanswered requests leaves the counts. */
+  /**
+   * One of a connection's `count` unanswered requests leaves the counts (answered, or its connection
+   * closed). Once the pipelined requests are down to half the bound, every paused connection that is
+   * not over its own depth is read again: one over half its depth too, so that no connection waits
+   * for more than its own answers and one such turn (Node closes a connection that sits in the middle
+   * of a request for `headersTimeout`, or idle for `keepAliveTimeout`).
+   */
   private forget(count: number): void {
     this.heldNow--;
     if (count > 1) this.pipelinedNow--;
+    if (this.full && this.pipelinedNow <= this.maxPipelined / 2) {
+      this.full = false;
+      for (const s of this.paused) if ((this.open.get(s) ?? 0) <= this.depth) this.resume(s);
+    }
   }
 
   private resume(socket: Socket): void {

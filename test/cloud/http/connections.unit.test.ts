@@ -100,4 +100,30 @@ describe('connections', () => {
     expect(connections.held).toBe(0);
     expect(connections.pipelined).toBe(0);
   });
+
+  it('read a paused connection again when the pipelined requests fall because another connection closed', async () => {
+    const connections = new Connections({ maxPipelined: 10 });
+    server = http.createServer();
+    connections.track(server);
+    const byPort = new Map<number, Socket>();
+    server.on('connection', (s: Socket) => byPort.set(s.remotePort!, s));
+    // Nothing is answered: only a closed connection can bring the count down.
+    server.on('request', () => undefined);
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const get = (n: number) => Array(n).fill('GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n').join('');
+    const [a, b] = [new RawHttpConnection(port), new RawHttpConnection(port)];
+    clients.push(a, b);
+    await Promise.all([a.connected(), b.connected()]);
+    a.write(get(30));
+    await eventually(() => connections.pipelined === 29, 'the first connection to be read');
+    b.write(get(3));
+    const bServer = await eventually(() => byPort.get(b.socket.localPort!), 'the second connection');
+    await eventually(() => connections.held === 33, 'the second connection to be read');
+    expect(bServer.isPaused()).toBe(true);
+    // The connection is lost (reset, say): its requests will never be answered.
+    byPort.get(a.socket.localPort!)!.destroy();
+    await eventually(() => connections.held === 3, 'the first connection to close');
+    expect(bServer.isPaused()).toBe(false);
+  });
 });
