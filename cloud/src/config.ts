@@ -182,10 +182,10 @@ export interface Config {
   readonly ingestWriters: number;
   /**
    * What one process holds for its HTTP clients (cloud/src/http/connections.ts): HTTP_MAX_CONNECTIONS
-   * open connections (past it, the longest-idle keep-alive one is closed, or where none is idle the
-   * new one is answered 503 `overloaded` and closed) and HTTP_MAX_PIPELINED requests read behind
-   * their connection's first unanswered one, on all connections together (past it, pipelining
-   * connections are no longer read until half are answered).
+   * open connections (past it, the keep-alive one idle longest is closed, or where none has been idle
+   * a second the new one is answered 503 `overloaded` and closed) and HTTP_MAX_PIPELINED requests
+   * read behind their connection's first unanswered one, on all connections together (past it,
+   * pipelining connections are no longer read until half are answered).
    */
   readonly httpLimits: { readonly maxConnections: number; readonly maxPipelined: number };
   readonly webhookAllowPrivate: boolean;

@@ -21,8 +21,9 @@ export class RawHttpConnection {
   private buffered = '';
   private waiters: { n: number; resolve: () => void }[] = [];
 
-  constructor(port: number) {
-    this.socket = net.connect(port, '127.0.0.1');
+  /** `allowHalfOpen`: the connection stays writable after the server has ended its side. */
+  constructor(port: number, options: { allowHalfOpen?: boolean } = {}) {
+    this.socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: options.allowHalfOpen ?? false });
     this.socket.setEncoding('latin1');
     this.socket.on('data', (chunk: string) => this.read(chunk));
     this.closed = new Promise((resolve) => this.socket.once('close', () => resolve()));

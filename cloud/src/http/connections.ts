@@ -25,8 +25,18 @@ export interface ConnectionLimits {
   maxConnections?: number;
 }
 
-/** How long a connection refused for HTTP_MAX_CONNECTIONS may take to read its 503 and close. */
-const REFUSED_LINGER_MS = 5000;
+/**
+ * How long a connection refused for HTTP_MAX_CONNECTIONS may take to read its 503 and close, whatever
+ * it sends meanwhile.
+ */
+export const REFUSED_LINGER_MS = 5000;
+/**
+ * How long a keep-alive connection must have been idle, after at least one answered request, before
+ * it is closed to make room at HTTP_MAX_CONNECTIONS: a connection just accepted, or one whose client
+ * is about to reuse it, is not taken.
+ */
+export const RECLAIM_IDLE_MS = 1000;
+const REFUSED_REQUESTS = Symbol('refused requests');
 
 /**
  * The server's connections and the requests each has unanswered. Three bounds keep what a process
@@ -38,9 +48,9 @@ const REFUSED_LINGER_MS = 5000;
  *   one) number more than `maxPipelined`, every connection that pipelines is paused as its next
  *   request is read, until they are down to half; a client sending one request at a time (a device,
  *   a browser, an event stream) is never paused by it;
- * - a connection beyond `maxConnections` is first made room for by closing the longest-open idle
- *   keep-alive connection, and where none is idle it is answered 503 `overloaded` with Retry-After
- *   before its request is read, and closed.
+ * - a connection beyond `maxConnections` is first made room for by closing the keep-alive connection
+ *   idle longest (for RECLAIM_IDLE_MS at least), and where there is none it is answered 503
+ *   `overloaded` with Retry-After before its request is handled, and closed.
  *
  * Node parses a whole read (up to 64 KiB) at a time, so a paused connection holds at most its bound
  * plus one read's worth of requests. While stopping, connections with nothing unanswered are closed
@@ -50,6 +60,10 @@ export class Connections {
   /** Every open connection, with the number of its requests not yet answered, oldest first. */
   private readonly open = new Map<Socket, number>();
   private readonly paused = new Set<Socket>();
+  /** Connections with nothing unanswered after at least one answer, longest idle first, and since when. */
+  private readonly idle = new Map<Socket, number>();
+  /** Connections refused for `maxConnections` and not yet closed. */
+  private readonly refusing = new Set<Socket>();
   private readonly depth: number;
   private readonly maxPipelined: number;
   private readonly maxConnections: number;
@@ -89,7 +103,11 @@ export class Connections {
     server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
       const socket = req.socket;
       const before = this.open.get(socket);
-      if (before === undefined) return;
+      if (before === undefined) {
+        this.refusedRequest(socket);
+        return;
+      }
+      this.idle.delete(socket);
       const count = before + 1;
       this.open.set(socket, count);
       this.heldNow++;
@@ -108,8 +126,13 @@ export class Connections {
     const count = this.open.get(socket);
     if (count === undefined || count === 0) return;
     this.open.set(socket, count - 1);
+    if (count === 1) this.idle.set(socket, Date.now());
     this.forget(count);
-    if (!this.full && count - 1 <= this.depth / 2 && this.paused.has(socket)) this.resume(socket);
+    // A connection with nothing pipelined any more is read again even while the process-wide bound
+    // is full: others (a request pipelined behind an event stream, say) may keep it full for long, and
+    // this one adds at most one read.
+    if (this.paused.has(socket) && (count - 1 <= 1 || (!this.full && count - 1 <= this.depth / 2)))
+      this.resume(socket);
   }
 
   /** A connection that closed with `count` requests unanswered (their answers never come). */
@@ -118,6 +141,7 @@ export class Connections {
     if (count === undefined) return;
     this.open.delete(socket);
     this.paused.delete(socket);
+    this.idle.delete(socket);
     for (let n = count; n > 0; n--) this.forget(n);
   }
 
@@ -142,25 +166,31 @@ export class Connections {
     if (!socket.destroyed) resume(socket);
   }
 
-  /** Closes the longest-open connection with nothing unanswered; false when every one is busy. */
+  /**
+   * Closes the connection idle longest, if it has been idle RECLAIM_IDLE_MS; false when none has. Its
+   * client sees the connection close, as at the keep-alive timeout.
+   */
   private reclaimIdle(): boolean {
-    for (const [socket, count] of this.open) {
-      if (count > 0) continue;
-      this.closed(socket);
-      socket.destroy();
-      this.reclaimed++;
-      return true;
-    }
-    return false;
+    const first = this.idle.entries().next();
+    if (first.done || Date.now() - first.value[1] < RECLAIM_IDLE_MS) return false;
+    const socket = first.value[0];
+    this.closed(socket);
+    socket.destroy();
+    this.reclaimed++;
+    return true;
   }
 
   /**
-   * Answers a connection over the limit without reading its request: 503 `overloaded` in the API's
-   * error envelope, then the end of the connection. What the client sends meanwhile is read and
-   * dropped, so that closing does not reset the connection before the client has read the answer.
+   * Answers a connection over the limit before its request is handled: 503 `overloaded` in the API's
+   * error envelope, then the end of the connection. Node's parser, attached before this listener,
+   * still reads what the client sends: the first request (sent before the client read the answer)
+   * is left alone, so that closing does not reset the connection before the client has read the
+   * answer; a second one closes it at once, and so does REFUSED_LINGER_MS whatever it sends.
    */
   private refuse(socket: Socket): void {
     this.refused++;
+    this.refusing.add(socket);
+    socket.once('close', () => this.refusing.delete(socket));
     const requestId = newId('req');
     const body = JSON.stringify({
       error: {
@@ -170,13 +200,19 @@ export class Connections {
       },
     });
     socket.on('error', () => undefined);
-    socket.setTimeout(REFUSED_LINGER_MS, () => socket.destroy());
-    socket.resume();
+    setTimeout(() => socket.destroy(), REFUSED_LINGER_MS).unref();
     socket.end(
       'HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n' +
+        `Date: ${new Date().toUTCString()}\r\nCache-Control: no-store\r\n` +
         `Retry-After: ${OVERLOADED_RETRY_SECONDS}\r\nX-Request-Id: ${requestId}\r\n` +
         `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
     );
+  }
+
+  /** A request read on a refused connection: never handled (`admits`); the second closes it. */
+  private refusedRequest(socket: Socket & { [REFUSED_REQUESTS]?: number }): void {
+    socket[REFUSED_REQUESTS] = (socket[REFUSED_REQUESTS] ?? 0) + 1;
+    if (socket[REFUSED_REQUESTS] > 1) socket.destroy();
   }
 
   /**
@@ -197,14 +233,20 @@ export class Connections {
     return this.pipelinedNow;
   }
 
+  /** Connections refused for the limit and not yet closed. */
+  get refusedOpen(): number {
+    return this.refusing.size;
+  }
+
   /** Open connections (those refused for the limit are not counted). */
   get count(): number {
     return this.open.size;
   }
 
-  /** Closes every connection with no request waiting for its answer. */
+  /** Closes every connection with no request waiting for its answer, and every refused one. */
   closeUnbusy(): void {
     for (const [socket, count] of this.open) if (count <= 0) socket.destroy();
+    for (const socket of this.refusing) socket.destroy();
   }
 }
 

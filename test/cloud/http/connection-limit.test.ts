@@ -1,4 +1,6 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { RECLAIM_IDLE_MS, REFUSED_LINGER_MS } from '../../../cloud/src/http/connections.ts';
 import { signUp, startTestCloud, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { eventually } from '../../helpers/eventually.ts';
@@ -6,10 +8,12 @@ import { createDevice, createSite, measurementCount } from '../../helpers/fixtur
 import { RawHttpConnection } from '../../helpers/raw-http.ts';
 
 /**
- * HTTP_MAX_CONNECTIONS: at the limit a new connection first takes the place of an idle keep-alive
- * one; where every open connection has a request in progress, it is answered 503 `overloaded` with
- * Retry-After in the API's envelope, before its request is read (nothing of it is stored), and
- * closed. Once a connection frees up, new ones are served again.
+ * HTTP_MAX_CONNECTIONS: at the limit a new connection first takes the place of the keep-alive one
+ * idle longest (idle RECLAIM_IDLE_MS at least: the waits below are that threshold, not a guess);
+ * where every open connection has a request in progress, it is answered 503 `overloaded` with
+ * Retry-After in the API's envelope, its request is never handled (nothing of it is stored), and it
+ * is closed, at once if it sends a second request. Once a connection frees up, new ones are served
+ * again.
  */
 const LIMIT = 4;
 
@@ -49,6 +53,7 @@ describe.each(DATABASES)('the connection limit on %s', (db) => {
     const healthz = 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
 
     // LIMIT idle keep-alive connections, then LIMIT more: each new one closes the oldest idle one.
+    await sleep(RECLAIM_IDLE_MS); // the set-up's own connections are idle long enough to be taken
     const idle: RawHttpConnection[] = [];
     for (let i = 0; i < LIMIT; i++) {
       const c = await open();
@@ -56,6 +61,7 @@ describe.each(DATABASES)('the connection limit on %s', (db) => {
       await c.answered(1);
       idle.push(c);
     }
+    await sleep(RECLAIM_IDLE_MS);
     // Each busy connection has a request whose body is not all sent: in progress, not idle.
     const busy: { c: RawHttpConnection; body: string }[] = [];
     for (let i = 0; i < LIMIT; i++) {
@@ -69,16 +75,27 @@ describe.each(DATABASES)('the connection limit on %s', (db) => {
     expect(cloud.cloud.connections.reclaimed).toBeGreaterThanOrEqual(LIMIT);
     expect(cloud.cloud.connections.count).toBe(LIMIT);
 
-    // Every open connection is busy: the next is refused before its request is read.
-    const refused = await open();
+    // Every open connection is busy: the next is refused, and its request never handled. A client
+    // that goes on sending on it has it closed at its second request.
+    const refused = new RawHttpConnection(port, { allowHalfOpen: true });
+    clients.push(refused);
+    await refused.connected();
     const { head, body } = ingest(59);
     refused.write(head + body);
     await refused.answered(1);
-    await refused.closed;
+    expect(cloud.cloud.connections.refusedOpen).toBe(1);
+    refused.write(head + body);
+    await eventually(
+      () => cloud.cloud.connections.refusedOpen === 0,
+      'the refused connection to be closed at its second request',
+      REFUSED_LINGER_MS / 2,
+    );
     const answer = refused.answers[0]!;
     expect(answer.status).toBe(503);
     expect(answer.headers['retry-after']).toBe('1');
     expect(answer.headers.connection).toBe('close');
+    expect(answer.headers['cache-control']).toBe('no-store');
+    expect(Number.isNaN(Date.parse(answer.headers.date ?? ''))).toBe(false);
     expect(answer.headers['content-type']).toBe('application/json; charset=utf-8');
     const error = (JSON.parse(answer.body) as { error: { code: string; request_id: string } }).error;
     expect(error.code).toBe('overloaded');
@@ -93,6 +110,7 @@ describe.each(DATABASES)('the connection limit on %s', (db) => {
     expect(await measurementCount(cloud)).toBe(LIMIT);
 
     // The busy connections are idle again: a new one takes an idle one's place and is served.
+    await sleep(RECLAIM_IDLE_MS);
     const next = await open();
     next.write(healthz);
     await next.answered(1);

@@ -126,4 +126,28 @@ describe('connections', () => {
     await eventually(() => connections.held === 3, 'the first connection to close');
     expect(bServer.isPaused()).toBe(false);
   });
+
+  it('read a connection again once nothing of it is pipelined, while others keep the bound full', async () => {
+    const connections = new Connections({ maxPipelined: 10 });
+    server = http.createServer();
+    connections.track(server);
+    // `/stream` is never answered, as an event stream: what is pipelined behind it stays, and keeps
+    // the process-wide bound full.
+    server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+      if (req.url !== '/stream') res.end(req.url);
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
+    const [a, b] = [new RawHttpConnection(port), new RawHttpConnection(port)];
+    clients.push(a, b);
+    await Promise.all([a.connected(), b.connected()]);
+    a.write(get('/stream') + Array.from({ length: 11 }, (_, i) => get(`/a${i}`)).join(''));
+    await eventually(() => connections.pipelined === 11, 'the bound to be full');
+    b.write(get('/b0') + get('/b1') + get('/b2'));
+    await b.answered(3);
+    b.write(get('/b3'));
+    await eventually(() => b.answers.length === 4, "the fourth request's answer");
+    expect(b.answers.map((x) => x.body)).toEqual(['/b0', '/b1', '/b2', '/b3']);
+  });
 });
