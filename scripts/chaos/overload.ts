@@ -43,8 +43,12 @@ const RSS_LIMIT = 1024 * 1024 * 1024;
  * no options, V8's own limit).
  */
 const CLOUD_NODE_OPTIONS = process.env.CHAOS_CLOUD_NODE_OPTIONS ?? '--max-old-space-size=512';
-/** How long after the overload the rate must be back (to RECOVERED of the rate before). */
-const BACK_WITHIN_MS = 15_000;
+/**
+ * How long after the overload the rate must be back (to 90 % of the rate before; half in the short
+ * form). The short form runs in CI beside other tests that load the same two cores, so its rate
+ * windows move with them: it is given longer (it stops at the first window that is back).
+ */
+const BACK_WITHIN_MS = { full: 15_000, short: 30_000 };
 
 /**
  * Scenario 5 of issue 24: ten times the sustainable ingest rate. The sustainable rate is measured
@@ -95,12 +99,15 @@ export const overload: Scenario = {
       };
       const before = await measured(measureMs);
       const rssBefore = cloud.rss();
-      const figures: Record<string, string> = {};
-      const sample = async (when: string) => {
-        figures[when] = await cloudFigures(inst.httpPort);
-        options.log(`${when}: ${figures[when]}`);
+      // The cloud's figures, asked for at each point and not waited for: an answer that waits behind
+      // the overload's backlog must not take the time the recovery is measured in.
+      const figures: [string, Promise<string>][] = [];
+      const sample = (when: string) => {
+        const f = cloudFigures(inst.httpPort);
+        figures.push([when, f]);
+        void f.then((text) => options.log(`${when}: ${text}`));
       };
-      await sample('before');
+      sample('before');
       const rate = before * FACTOR;
       options.log(
         `sustainable: ${before.toFixed(0)} readings/s; offering ${rate.toFixed(0)}/s for ${overloadMs} ms${pinned ? ` (${pinned})` : ''}`,
@@ -121,15 +128,16 @@ export const overload: Scenario = {
         (used.user + used.system - cpuAtStart.user - cpuAtStart.system) / 1e6 / offered.seconds;
       const cloudCpuShare = (cloudCpu(cloud) - cloudCpuAtStart) / offered.seconds;
       const overEnd = performance.now();
-      await sample('end of overload');
+      sample('end of overload');
       const drained = await sender.drained(60_000);
       const recoveryMs = performance.now() - overEnd;
-      await sample('backlog answered');
+      sample('backlog answered');
       // The rate again, window after window, until it is back or BACK_WITHIN_MS passed.
       let after = 0;
       let backMs: number | null = null;
       const windows: number[] = [];
-      while (alive(cloud) && performance.now() - overEnd < BACK_WITHIN_MS) {
+      const backWithinMs = options.full ? BACK_WITHIN_MS.full : BACK_WITHIN_MS.short;
+      while (alive(cloud) && performance.now() - overEnd < backWithinMs) {
         after = await measured(windowMs);
         windows.push(Math.round(after));
         if (after >= before * recovered) {
@@ -139,7 +147,7 @@ export const overload: Scenario = {
       }
       clearInterval(sampler);
       peakRss = Math.max(peakRss, cloud.rss());
-      await sample('after');
+      sample('after');
       options.log(
         `offered ${offered.offered.toFixed(0)}/s (${(offered.offered / before).toFixed(1)}x), answered ${offered.answered.toFixed(0)}/s; after: ${after.toFixed(0)}/s; peak RSS ${(peakRss / 2 ** 20).toFixed(0)} MiB`,
       );
@@ -155,7 +163,7 @@ export const overload: Scenario = {
       if (peakRss > RSS_LIMIT) failed.push(`peak RSS ${(peakRss / 2 ** 20).toFixed(0)} MiB over the limit`);
       if (backMs === null)
         failed.push(
-          `throughput ${after.toFixed(0)}/s, not back to ${recovered * 100} % of ${before.toFixed(0)}/s within ${BACK_WITHIN_MS / 1000} s`,
+          `throughput ${after.toFixed(0)}/s, not back to ${recovered * 100} % of ${before.toFixed(0)}/s within ${backWithinMs / 1000} s`,
         );
       const notes: ScenarioResult['notes'] = {
         'sustainable /s': Math.round(before),
@@ -180,7 +188,7 @@ export const overload: Scenario = {
           .join(' '),
         'error log lines': cloud.errors.count,
       };
-      for (const [when, f] of Object.entries(figures)) notes[`cloud, ${when}`] = f;
+      for (const [when, f] of figures) notes[`cloud, ${when}`] = await f;
       notes['connections lost (s after the overload began: unanswered)'] =
         sender.losses
           .slice(0, 10)
