@@ -69,11 +69,9 @@ export class Cloud {
     // `early` and are handled once the services are up; without a listener they would never be
     // answered.
     this.server = http.createServer({ keepAliveTimeout: 65_000 });
-    this.connections.track(this.server);
     const early: [http.IncomingMessage, http.ServerResponse][] = [];
-    const holdEarly = (req: http.IncomingMessage, res: http.ServerResponse) =>
-      void (this.connections.admits(req) && early.push([req, res]));
-    this.server.on('request', holdEarly);
+    let handle = (req: http.IncomingMessage, res: http.ServerResponse) => void early.push([req, res]);
+    this.connections.track(this.server, (req, res) => handle(req, res));
     await new Promise<void>((resolve, reject) => {
       this.server!.once('error', reject);
       this.server!.listen(
@@ -111,14 +109,11 @@ export class Cloud {
     this.dashboardRoutes = dashboardRoutes;
     // Device ingest first, straight from Node's HTTP server; everything else through Express.
     const fastPath = ingestFastPath(this.services);
-    const handle = (req: http.IncomingMessage, res: http.ServerResponse) => {
-      if (!this.connections.admits(req)) return;
+    handle = (req, res) => {
       // Once stopping, the client is told not to reuse the connection.
       if (this.stopping) res.setHeader('Connection', 'close');
       if (!fastPath(req, res)) app(req, res);
     };
-    this.server.off('request', holdEarly);
-    this.server.on('request', handle);
     for (const [req, res] of early.splice(0)) handle(req, res);
     const mqttPort = this.options.mqttListenPort ?? (config.mqttPort === 0 ? null : config.mqttPort);
     if (mqttPort !== null) {

@@ -54,17 +54,13 @@ export class PipelinedSender {
   readonly unexpected: string[] = [];
   unexpectedCount = 0;
 
-  constructor(
-    private readonly target: PipelinedTarget,
-    connections: number,
-  ) {
+  private constructor(private readonly target: PipelinedTarget) {
     this.heads = target.devices.map(
       (d) =>
         `POST /v1/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${d.token}\r\n` +
         `Content-Type: application/json\r\nContent-Length: `,
     );
     this.statuses = target.devices.map(() => []);
-    for (let i = 0; i < connections; i++) this.conns.push(this.connect());
   }
 
   /**
@@ -74,7 +70,7 @@ export class PipelinedSender {
    * their first request: losses of the generator's making, not the server's.
    */
   static async open(target: PipelinedTarget, connections: number): Promise<PipelinedSender> {
-    const sender = new PipelinedSender(target, 0);
+    const sender = new PipelinedSender(target);
     while (sender.conns.length < connections) {
       const batch = Array.from({ length: Math.min(CONNECT_BATCH, connections - sender.conns.length) }, () =>
         sender.connect(),

@@ -1,7 +1,8 @@
 import type http from 'node:http';
 import type { Socket } from 'node:net';
-import { OVERLOADED_RETRY_SECONDS } from '../errors.ts';
+import { ApiError, OVERLOADED_RETRY_SECONDS } from '../errors.ts';
 import { newId } from '../../../shared/ids.ts';
+import { errorBody } from './error-handler.ts';
 
 /**
  * Unanswered requests a connection may have before the server stops reading from it. Devices send
@@ -37,6 +38,14 @@ export const REFUSED_LINGER_MS = 5000;
  */
 export const RECLAIM_IDLE_MS = 1000;
 const REFUSED_REQUESTS = Symbol('refused requests');
+/** The answer to a connection past HTTP_MAX_CONNECTIONS. */
+const TOO_MANY_CONNECTIONS = new ApiError(
+  503,
+  'overloaded',
+  'the server has too many connections open; retry after Retry-After seconds',
+  undefined,
+  { 'Retry-After': String(OVERLOADED_RETRY_SECONDS) },
+);
 
 /**
  * The server's connections and the requests each has unanswered. Three bounds keep what a process
@@ -85,7 +94,11 @@ export class Connections {
     this.maxConnections = limits.maxConnections ?? Infinity;
   }
 
-  track(server: http.Server): void {
+  /**
+   * Tracks `server`'s connections and hands `handle` every request read on a connection it admitted
+   * (never one on a connection refused for `maxConnections`: that one has its answer already).
+   */
+  track(server: http.Server, handle: (req: http.IncomingMessage, res: http.ServerResponse) => void): void {
     server.on('connection', (socket: Socket) => {
       if (this.open.size >= this.maxConnections && !this.reclaimIdle()) {
         this.refuse(socket);
@@ -119,6 +132,7 @@ export class Connections {
       }
       // 'close' follows the answer's end, or the connection's loss before it.
       res.once('close', () => this.answered(socket));
+      handle(req, res);
     });
   }
 
@@ -192,35 +206,29 @@ export class Connections {
     this.refusing.add(socket);
     socket.once('close', () => this.refusing.delete(socket));
     const requestId = newId('req');
-    const body = JSON.stringify({
-      error: {
-        code: 'overloaded',
-        message: 'the server has too many connections open; retry after Retry-After seconds',
-        request_id: requestId,
-      },
-    });
+    const body = JSON.stringify(errorBody(TOO_MANY_CONNECTIONS, requestId));
+    const headers = {
+      Connection: 'close',
+      'Content-Type': 'application/json; charset=utf-8',
+      Date: new Date().toUTCString(),
+      'Cache-Control': 'no-store',
+      ...TOO_MANY_CONNECTIONS.headers,
+      'X-Request-Id': requestId,
+      'Content-Length': String(Buffer.byteLength(body)),
+    };
     socket.on('error', () => undefined);
     setTimeout(() => socket.destroy(), REFUSED_LINGER_MS).unref();
     socket.end(
-      'HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n' +
-        `Date: ${new Date().toUTCString()}\r\nCache-Control: no-store\r\n` +
-        `Retry-After: ${OVERLOADED_RETRY_SECONDS}\r\nX-Request-Id: ${requestId}\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      `HTTP/1.1 503 Service Unavailable\r\n${Object.entries(headers)
+        .map(([name, value]) => `${name}: ${value}\r\n`)
+        .join('')}\r\n${body}`,
     );
   }
 
-  /** A request read on a refused connection: never handled (`admits`); the second closes it. */
+  /** A request read on a refused connection: never handed on; the second closes it. */
   private refusedRequest(socket: Socket & { [REFUSED_REQUESTS]?: number }): void {
     socket[REFUSED_REQUESTS] = (socket[REFUSED_REQUESTS] ?? 0) + 1;
     if (socket[REFUSED_REQUESTS] > 1) socket.destroy();
-  }
-
-  /**
-   * Whether a request is to be handled: false for one read on a connection refused for
-   * `maxConnections` (it has its answer already, and the connection is closing).
-   */
-  admits(req: http.IncomingMessage): boolean {
-    return this.open.has(req.socket);
   }
 
   /** Requests read and not yet answered, on every connection. */

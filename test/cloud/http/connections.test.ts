@@ -29,26 +29,39 @@ describe('connections', () => {
     server = null;
   });
 
-  it(`hold at most ${MAX_PIPELINED} pipelined requests in all (and one read per connection), then answer every one in order`, async () => {
-    const connections = new Connections({ maxPipelined: MAX_PIPELINED });
-    server = http.createServer();
-    connections.track(server);
+  /**
+   * Node's HTTP server on 127.0.0.1, port 0, with `Connections` tracking it and handing requests to
+   * `handle`; `serverSocket` finds the server's side of a client's connection.
+   */
+  async function serve(
+    maxPipelined: number,
+    handle: (req: http.IncomingMessage, res: http.ServerResponse) => void,
+  ) {
+    const connections = new Connections({ maxPipelined });
+    const s = http.createServer();
+    server = s;
     const byPort = new Map<number, Socket>();
+    s.on('connection', (socket: Socket) => byPort.set(socket.remotePort!, socket));
+    connections.track(s, handle);
+    await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+    const port = (s.address() as AddressInfo).port;
+    const serverSocket = (client: RawHttpConnection) => byPort.get(client.socket.localPort!);
+    return { connections, port, serverSocket };
+  }
+
+  it(`hold at most ${MAX_PIPELINED} pipelined requests in all (and one read per connection), then answer every one in order`, async () => {
     const read = new Map<number, number>();
-    server.on('connection', (s: Socket) => byPort.set(s.remotePort!, s));
     let released = false;
     const waiting: (() => void)[] = [];
     let mostPipelined = 0;
-    server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
-      const port = req.socket.remotePort!;
-      read.set(port, (read.get(port) ?? 0) + 1);
+    const { connections, port, serverSocket } = await serve(MAX_PIPELINED, (req, res) => {
+      const from = req.socket.remotePort!;
+      read.set(from, (read.get(from) ?? 0) + 1);
       mostPipelined = Math.max(mostPipelined, connections.pipelined);
       const answer = () => res.end(req.url);
       if (released) answer();
       else waiting.push(answer);
     });
-    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as AddressInfo).port;
     const request = (c: number, n: number) => `GET /${c}/${n} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
     const sent: number[] = [];
     for (let c = 0; c < CONNECTIONS; c++) {
@@ -60,14 +73,13 @@ describe('connections', () => {
 
     // Each client writes a batch once the server has read its last one, until the server stops
     // reading it: so that each read of the server holds one batch.
-    const serverSocket = (c: number) => byPort.get(clients[c]!.socket.localPort!);
     const stopped = new Set<number>();
     while (stopped.size < CONNECTIONS) {
       for (let c = 0; c < CONNECTIONS; c++) {
         if (stopped.has(c)) continue;
         const port = clients[c]!.socket.localPort!;
         await eventually(
-          () => (read.get(port) ?? 0) === sent[c] || serverSocket(c)?.isPaused(),
+          () => (read.get(port) ?? 0) === sent[c] || serverSocket(clients[c]!)?.isPaused(),
           `connection ${c} to be read or paused`,
         );
         if ((read.get(port) ?? 0) < sent[c]! || sent[c] === PER_CONNECTION) {
@@ -102,15 +114,8 @@ describe('connections', () => {
   });
 
   it('read a paused connection again when the pipelined requests fall because another connection closed', async () => {
-    const connections = new Connections({ maxPipelined: 10 });
-    server = http.createServer();
-    connections.track(server);
-    const byPort = new Map<number, Socket>();
-    server.on('connection', (s: Socket) => byPort.set(s.remotePort!, s));
     // Nothing is answered: only a closed connection can bring the count down.
-    server.on('request', () => undefined);
-    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as AddressInfo).port;
+    const { connections, port, serverSocket } = await serve(10, () => undefined);
     const get = (n: number) => Array(n).fill('GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n').join('');
     const [a, b] = [new RawHttpConnection(port), new RawHttpConnection(port)];
     clients.push(a, b);
@@ -118,26 +123,21 @@ describe('connections', () => {
     a.write(get(30));
     await eventually(() => connections.pipelined === 29, 'the first connection to be read');
     b.write(get(3));
-    const bServer = await eventually(() => byPort.get(b.socket.localPort!), 'the second connection');
+    const bServer = await eventually(() => serverSocket(b), 'the second connection');
     await eventually(() => connections.held === 33, 'the second connection to be read');
     expect(bServer.isPaused()).toBe(true);
     // The connection is lost (reset, say): its requests will never be answered.
-    byPort.get(a.socket.localPort!)!.destroy();
+    serverSocket(a)!.destroy();
     await eventually(() => connections.held === 3, 'the first connection to close');
     expect(bServer.isPaused()).toBe(false);
   });
 
   it('read a connection again once nothing of it is pipelined, while others keep the bound full', async () => {
-    const connections = new Connections({ maxPipelined: 10 });
-    server = http.createServer();
-    connections.track(server);
     // `/stream` is never answered, as an event stream: what is pipelined behind it stays, and keeps
     // the process-wide bound full.
-    server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const { connections, port } = await serve(10, (req, res) => {
       if (req.url !== '/stream') res.end(req.url);
     });
-    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as AddressInfo).port;
     const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
     const [a, b] = [new RawHttpConnection(port), new RawHttpConnection(port)];
     clients.push(a, b);
