@@ -159,6 +159,7 @@ export interface Config {
   /**
    * JOB_CLAIM_SECONDS: how long a replica's claim on a job holds without being renewed (a running
    * job renews it every third of that); a job of a replica that died is taken over once it lapses.
+   * A report's claim is shorter (30 s) where this is longer.
    */
   readonly jobClaimSeconds: number;
   readonly rateLimitMode: 'enforce' | 'warn';

@@ -6,12 +6,14 @@ export async function eventually<T>(
   check: () => Promise<T | null | undefined | false> | T | null | undefined | false,
   what: string,
   ms = 10_000,
+  /** Between checks; a check through the API is rate-limited like any client's. */
+  pauseMs = 25,
 ): Promise<T> {
   const deadline = Date.now() + ms;
   for (;;) {
     const value = await check();
     if (value !== null && value !== undefined && value !== false) return value;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
+    await new Promise((resolve) => setTimeout(resolve, pauseMs));
   }
 }

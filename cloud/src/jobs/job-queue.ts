@@ -19,8 +19,9 @@ export interface JobHandler {
    */
   finishedPayload?: (payload: unknown) => unknown;
   /**
-   * How long a claim holds without news (default: the queue's `claimMs`). The claim is renewed every
-   * third of it while the job runs, so a job whose process died is claimed again after `lockMs`.
+   * How long a claim holds without news, when shorter than the queue's `claimMs` (which bounds every
+   * claim). The claim is renewed every third of it while the job runs, so a job whose process died
+   * is claimed again after `lockMs`.
    */
   lockMs?: number;
 }
@@ -67,6 +68,11 @@ export class JobQueue {
 
   private get claimMs(): number {
     return this.deps.claimMs ?? DEFAULT_CLAIM_MS;
+  }
+
+  /** How long a claim on a job of `handler`'s kind holds without news. */
+  private lockMs(handler: JobHandler): number {
+    return Math.min(handler.lockMs ?? Infinity, this.claimMs);
   }
 
   register(kind: string, handler: JobHandler): void {
@@ -197,10 +203,18 @@ export class JobQueue {
     const now = clock.nowMicros();
     const kinds = [...this.handlers.keys()];
     if (kinds.length === 0) return undefined;
-    const lockedUntil = now + this.claimMs * 1000;
+    // Each kind's own claim from the start: a process that dies before its first renewal leaves the
+    // job to others after that kind's claim, not after the longest.
+    const lockedUntil = sql.join(
+      kinds.map(
+        (kind) =>
+          sql`WHEN ${kind} THEN CAST(${now + this.lockMs(this.handlers.get(kind)!) * 1000} AS BIGINT)`,
+      ),
+      sql` `,
+    );
     const skipLocked = sql.raw(database.dialect === 'postgres' ? 'FOR UPDATE SKIP LOCKED' : '');
     const result = await sql<JobRow>`
-      UPDATE jobs SET locked_until = ${lockedUntil}, attempts = attempts + 1
+      UPDATE jobs SET locked_until = CASE kind ${lockedUntil} END, attempts = attempts + 1
       WHERE id = (
         SELECT id FROM jobs
         WHERE done_at IS NULL AND failed_at IS NULL AND run_at <= ${now}
@@ -221,7 +235,7 @@ export class JobQueue {
       handler.finishedPayload && payload !== undefined
         ? { payload: JSON.stringify(handler.finishedPayload(payload)) }
         : {};
-    const heartbeat = this.keepClaimed(job.id, handler.lockMs ?? this.claimMs, handler.lockMs !== undefined);
+    const heartbeat = this.keepClaimed(job.id, this.lockMs(handler));
     try {
       payload = JSON.parse(job.payload);
       await handler.run(payload, job);
@@ -255,11 +269,8 @@ export class JobQueue {
     }
   }
 
-  /**
-   * Renews the claim to `lockMs` from now every third of that until the timer is cleared; `now`
-   * also sets it at once (a handler's own `lockMs` replaces the claim the queue took).
-   */
-  private keepClaimed(jobId: string, lockMs: number, now: boolean): NodeJS.Timeout {
+  /** Renews the claim to `lockMs` from now every third of that until the timer is cleared. */
+  private keepClaimed(jobId: string, lockMs: number): NodeJS.Timeout {
     const { db } = this.deps.database;
     const renew = () => {
       db.updateTable('jobs')
@@ -270,7 +281,6 @@ export class JobQueue {
         .execute()
         .catch((err: unknown) => this.deps.log.warn({ err, job_id: jobId }, 'job claim renewal failed'));
     };
-    if (now) renew();
     const timer = setInterval(renew, lockMs / 3);
     timer.unref();
     return timer;

@@ -27,7 +27,8 @@ const MAX_ATTEMPTS = 3;
 
 /**
  * The claim on a report job, renewed while it renders: a replica that dies mid-render frees the
- * report for another (or for itself, restarted) within this long.
+ * report for another (or for itself, restarted) within this long, or within JOB_CLAIM_SECONDS where
+ * that is shorter.
  */
 export const REPORT_LOCK_MS = 30_000;
 

@@ -14,6 +14,7 @@ const MINUTE = 60_000_000;
 const MARCH_FROM = Date.UTC(2026, 2, 1) * 1000;
 const CHANNELS = 8;
 const DAYS = 31;
+const CLAIM_SECONDS = 3;
 
 /**
  * A report whose process dies mid-render is made anyway: the cloud is killed with SIGKILL while the
@@ -40,6 +41,8 @@ describe.each(DATABASES)('a report job across a SIGKILL on %s', (kind) => {
     // The process of `npm start` on the same data: the same SQLite file, or the test's own
     // PostgreSQL schema as the connection's search path.
     const env = {
+      // A report's claim lapses after 30 s, or after JOB_CLAIM_SECONDS where shorter.
+      JOB_CLAIM_SECONDS: String(CLAIM_SECONDS),
       DATA_DIR: dataDir,
       DATABASE_URL: schema
         ? `${database.url}?options=${encodeURIComponent(`-c search_path=${schema}`)}`
@@ -110,7 +113,8 @@ describe.each(DATABASES)('a report job across a SIGKILL on %s', (kind) => {
     await watcher.close();
 
     // Restarted on the same data: the report, left running by nobody, becomes ready once the dead
-    // process's claim lapses (on a slow machine that may already be so when the restart answers).
+    // process's claim lapses, CLAIM_SECONDS after it was taken (on a slow machine that may already be
+    // so when the restart answers).
     proc = await spawnCloud(env);
     const second = new HttpClient(proc.url);
     let last: unknown = null;
@@ -122,6 +126,7 @@ describe.each(DATABASES)('a report job across a SIGKILL on %s', (kind) => {
       },
       'the report to be ready after the restart',
       90_000,
+      250, // within the API's rate limit for one token
     ).catch((err: unknown) => {
       throw new Error(`${String(err)}; last seen: ${JSON.stringify(last)}\n${proc?.stderr()}`);
     });

@@ -1021,5 +1021,37 @@ describe.each(DATABASES)('storage contract on %s', (kind) => {
       expect(runs).toEqual(['one', 'two']);
       expect(await jobRow(orphan)).toMatchObject({ attempts: 2, done_at: T0 + 1_601_000 });
     });
+
+    it('claims each kind for its own lockMs from the start, never past the queue’s claim', async () => {
+      const clock = new ManualClock(T0);
+      let release: () => void = () => undefined;
+      let running = 0;
+      const run: JobHandler['run'] = () =>
+        new Promise<void>((resolve) => {
+          running++;
+          release = resolve;
+        });
+      const { queue } = queueOn(
+        database,
+        clock,
+        { short: { lockMs: 30_000, run }, long: { lockMs: 900_000, run }, plain: { run } },
+        600_000,
+      );
+      // Each claim as the claim itself writes it, before any renewal: a process that dies now leaves
+      // the job to others after its own kind's claim.
+      for (const [kind, until] of [
+        ['short', T0 + 30_000_000],
+        ['long', T0 + 600_000_000],
+        ['plain', T0 + 600_000_000],
+      ] as const) {
+        const id = await queue.enqueue(db, kind, {});
+        const drained = queue.drain();
+        const before = running;
+        await eventually(() => running > before, `the ${kind} job to be running`);
+        expect((await jobRow(id)).locked_until).toBe(until);
+        release();
+        await drained;
+      }
+    });
   });
 });
