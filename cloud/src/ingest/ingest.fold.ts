@@ -1,4 +1,5 @@
 import type { Logger } from '../logger.ts';
+import { Throttle } from '../throttle.ts';
 import { rollupDeltasOf, type RollupDelta } from '../measurements/rollups.ts';
 import type { IngestStore, SensorLastRow } from './ingest.types.ts';
 
@@ -22,7 +23,11 @@ import type { IngestStore, SensorLastRow } from './ingest.types.ts';
 export const JOURNAL_TRIPLET = 3;
 /** Journal rows per fold transaction: bounds the memory of one fold however long the backlog. */
 const TAKE_LIMIT = 256;
-/** A fold runs at most this long after a group commits, when no reader asked sooner. */
+/**
+ * Folds after commits start at most this often, when no reader asks sooner: a commit after a quiet
+ * spell is folded at once (a live dashboard sees a reading as it arrives), and under steady load the
+ * groups of up to a second share one fold.
+ */
 export const FOLD_DELAY_MS = 1000;
 
 /**
@@ -70,13 +75,16 @@ export function foldPoints(batches: Float64Array[]): { deltas: RollupDelta[]; la
 }
 
 /**
- * Runs folds for one process: after groups commit (within FOLD_DELAY_MS), and whenever a reader calls
- * `catchUp()`. One fold runs at a time; callers that arrive while one runs share the next.
+ * Runs folds for one process: after groups commit (at once after a quiet spell, otherwise
+ * FOLD_DELAY_MS after the last fold started), and whenever a reader calls `catchUp()`. One fold runs
+ * at a time; callers that arrive while one runs share the next.
  */
 export class JournalFolder {
   private running: Promise<void> | null = null;
   private queued: Promise<void> | null = null;
-  private timer: NodeJS.Timeout | null = null;
+  private readonly afterCommits = new Throttle(FOLD_DELAY_MS, () =>
+    this.catchUp().catch((err: unknown) => this.deps.log.error({ err }, 'ingest fold failed')),
+  );
   private stopped = false;
 
   constructor(
@@ -88,14 +96,9 @@ export class JournalFolder {
     },
   ) {}
 
-  /** A group committed journal rows: fold them soon. */
+  /** A group committed journal rows: fold them at once after a quiet spell, otherwise soon. */
   written(): void {
-    if (this.timer || this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      this.catchUp().catch((err: unknown) => this.deps.log.error({ err }, 'ingest fold failed'));
-    }, FOLD_DELAY_MS);
-    this.timer.unref();
+    if (!this.stopped) this.afterCommits.request();
   }
 
   /** Resolves once every journal row committed before this call has been folded. */
@@ -115,6 +118,7 @@ export class JournalFolder {
   }
 
   private async runLoop(): Promise<void> {
+    this.afterCommits.started();
     try {
       while ((await this.foldOnce()) === TAKE_LIMIT);
     } finally {
@@ -141,8 +145,7 @@ export class JournalFolder {
   /** Stops the timer and folds what is left, so a clean shutdown leaves an empty journal. */
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
+    this.afterCommits.cancel();
     await this.catchUp();
   }
 }

@@ -13,6 +13,7 @@ import {
   type EvaluationSummary,
 } from './evaluation.steps.ts';
 import type { RulesRepository } from './rules.repository.ts';
+import { Throttle } from '../throttle.ts';
 import type { Rule } from './timeline.ts';
 
 export type {
@@ -43,7 +44,8 @@ export class RuleEngine implements RuleChangeListener {
   private tickTimer: NodeJS.Timeout | null = null;
   /** Since start, after commit: channel evaluations and alarm events opened (read by `GET /metrics`). */
   readonly counts = { channelsEvaluated: 0, alarmsOpened: 0 };
-  private kickTimer: NodeJS.Timeout | null = null;
+  /** New data was committed: a pass at once after a quiet spell, otherwise `kickDelayMs` after the last. */
+  private readonly kicks: Throttle;
   private halted = false;
   private started = false;
   private chain: Promise<unknown> = Promise.resolve();
@@ -61,13 +63,17 @@ export class RuleEngine implements RuleChangeListener {
       notifier: AlarmNotifier;
       /** How often the tick runs (default 15 s). */
       tickMs?: number;
-      /** How long a kick waits so that the points of several ingest groups are evaluated together. */
+      /**
+       * The least time between passes that kicks start (default 1 s), so that under steady ingest the
+       * points of several groups are evaluated together.
+       */
       kickDelayMs?: number;
       /** Brings ingest's derived state (the `eval_from` marker, last values) up to date (ingest.fold.ts). */
       catchUp?: () => Promise<void>;
     },
   ) {
     this.env = { repository: deps.repository, notifier: deps.notifier, followers: this.followers };
+    this.kicks = new Throttle(deps.kickDelayMs ?? 1000, () => this.runInBackground());
   }
 
   /** Adds a follower told of the channels each evaluation clears (the alert rules' engine). */
@@ -92,20 +98,17 @@ export class RuleEngine implements RuleChangeListener {
   async stop(): Promise<void> {
     this.halted = true;
     if (this.tickTimer) clearInterval(this.tickTimer);
-    if (this.kickTimer) clearTimeout(this.kickTimer);
+    this.kicks.cancel();
     this.tickTimer = null;
-    this.kickTimer = null;
     await this.chain.catch(() => undefined);
   }
 
-  /** New data was committed: evaluate soon (several kicks in a short while share one pass). */
+  /**
+   * New data was committed: evaluate at once after a quiet spell, otherwise `kickDelayMs` after the
+   * last pass started (the kicks meanwhile share one pass).
+   */
   kick(): void {
-    if (!this.started || this.halted || this.kickTimer) return;
-    this.kickTimer = setTimeout(() => {
-      this.kickTimer = null;
-      this.runInBackground();
-    }, this.deps.kickDelayMs ?? 1000);
-    this.kickTimer.unref();
+    if (this.started && !this.halted) this.kicks.request();
   }
 
   private runInBackground(): void {
@@ -135,6 +138,9 @@ export class RuleEngine implements RuleChangeListener {
       this.queuedDrain.untilIdle ||= untilIdle;
       return this.queuedDrain.promise;
     }
+    // The drain's first pass finds whatever is committed before it starts: a kick from now on waits
+    // for the next turn.
+    this.kicks.started();
     const entry = { untilIdle, promise: Promise.resolve() };
     entry.promise = this.serialize(async () => {
       this.queuedDrain = null;
@@ -143,7 +149,7 @@ export class RuleEngine implements RuleChangeListener {
         const { claimed, held } = await this.pass(background);
         if (claimed === 0) return;
         // Nothing held: another replica is evaluating every one of them.
-        if (background && (held === 0 || (claimed < CLAIM_LIMIT && this.kickTimer))) return;
+        if (background && (held === 0 || (claimed < CLAIM_LIMIT && this.kicks.pending))) return;
       }
     });
     this.queuedDrain = entry;
