@@ -179,7 +179,10 @@ export interface CloudRun {
  * listens. Its log is read line by line and not kept, except lines at error level.
  */
 export async function startCloud(inst: Installation, env: Record<string, string> = {}): Promise<CloudRun> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'cloud/src/main.ts'], {
+  // CHAOS_CLOUD_NODE_ARGS: Node's flags for the cloud that NODE_OPTIONS refuses, space-separated
+  // (`--cpu-prof --cpu-prof-dir=/tmp/prof` profiles each cloud process until it stops cleanly).
+  const nodeArgs = (process.env.CHAOS_CLOUD_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'cloud/src/main.ts'], {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH,

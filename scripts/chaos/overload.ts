@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import { promisify } from 'node:util';
+import pg from 'pg';
 import { check } from './checker.ts';
 import { prepareInstallation, startCloud, stopCloud, storedKeys, type CloudRun } from './installation.ts';
 import { PipelinedSender } from './pipelined.ts';
@@ -79,21 +80,25 @@ export const overload: Scenario = {
     const pinned = await pin(cloud);
     const sender = await PipelinedSender.open({ port: inst.httpPort, devices: inst.devices }, CONNECTIONS);
     const cpu = () => process.cpuUsage();
+    const postgres = options.db === 'postgres' ? await PostgresFigures.open(inst.databaseUrl) : null;
     try {
       await sender.closedLoop(MEASURE_CONNECTIONS, options.full ? 3000 : 500); // warm up: channels made, statements prepared
       // CPU each side used while the rate was measured: which one was the limit.
       const busy: string[] = [];
       const measured = async (ms: number) => {
-        const [ownAt, cloudAt, at, shedAt] = [
+        const [ownAt, cloudAt, at, shedAt, pgAt] = [
           cpu(),
           cloudCpu(cloud),
           performance.now(),
           sender.answers['503'] ?? 0,
+          await postgres?.figures(),
         ];
         const rate = await sender.closedLoop(MEASURE_CONNECTIONS, ms);
         const [own, seconds] = [cpu(), (performance.now() - at) / 1000];
+        const pgNow = await postgres?.figures();
         busy.push(
-          `${Math.round(rate)}/s (${(sender.answers['503'] ?? 0) - shedAt} shed): cloud ${((cloudCpu(cloud) - cloudAt) / seconds).toFixed(2)}, generator ${((own.user + own.system - ownAt.user - ownAt.system) / 1e6 / seconds).toFixed(2)} cores`,
+          `${Math.round(rate)}/s (${(sender.answers['503'] ?? 0) - shedAt} shed): cloud ${((cloudCpu(cloud) - cloudAt) / seconds).toFixed(2)}, generator ${((own.user + own.system - ownAt.user - ownAt.system) / 1e6 / seconds).toFixed(2)} cores` +
+            (pgAt && pgNow ? `, PostgreSQL ${describePostgres(pgAt, pgNow)}` : ''),
         );
         return rate;
       };
@@ -223,6 +228,7 @@ export const overload: Scenario = {
         notes,
       };
     } finally {
+      await postgres?.close();
       sender.close();
       if (cloud.child.exitCode === null) cloud.child.kill('SIGKILL');
       await cloud.exited;
@@ -258,6 +264,58 @@ async function cloudFigures(port: number): Promise<string> {
   } catch (err) {
     return `no figures (${(err as Error).message})`;
   }
+}
+
+/** The server-wide figures of PostgreSQL that can slow its writes for a while (pg_stat_wal, pg_stat_bgwriter). */
+interface PostgresSnapshot {
+  walBytes: number;
+  /** Full-page images written to the WAL: every page's first change after a checkpoint writes one. */
+  fullPages: number;
+  checkpoints: number;
+  /** Autovacuum and autoanalyze workers running at the snapshot. */
+  autovacuums: number;
+}
+
+/** Reads PostgreSQL's figures beside the cloud, on a connection of its own. */
+class PostgresFigures {
+  private constructor(private readonly client: pg.Client) {}
+
+  static async open(url: string): Promise<PostgresFigures> {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    return new PostgresFigures(client);
+  }
+
+  async figures(): Promise<PostgresSnapshot> {
+    const { rows } = await this.client.query<Record<keyof PostgresSnapshot, string>>(
+      `SELECT w.wal_bytes AS "walBytes", w.wal_fpi AS "fullPages",
+              b.checkpoints_timed + b.checkpoints_req AS checkpoints,
+              (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker') AS autovacuums
+         FROM pg_stat_wal w, pg_stat_bgwriter b`,
+    );
+    const row = rows[0]!;
+    return {
+      walBytes: Number(row.walBytes),
+      fullPages: Number(row.fullPages),
+      checkpoints: Number(row.checkpoints),
+      autovacuums: Number(row.autovacuums),
+    };
+  }
+
+  close(): Promise<void> {
+    return this.client.end();
+  }
+}
+
+/** What PostgreSQL did between two snapshots: WAL written, full-page images, checkpoints begun, autovacuum. */
+function describePostgres(from: PostgresSnapshot, to: PostgresSnapshot): string {
+  const checkpoints = to.checkpoints - from.checkpoints;
+  return [
+    `WAL ${((to.walBytes - from.walBytes) / 2 ** 20).toFixed(0)} MiB`,
+    `${to.fullPages - from.fullPages} full pages`,
+    ...(checkpoints > 0 ? [`${checkpoints} checkpoint(s)`] : []),
+    ...(to.autovacuums > 0 ? [`${to.autovacuums} autovacuum worker(s)`] : []),
+  ].join(', ');
 }
 
 function alive(cloud: CloudRun): boolean {
