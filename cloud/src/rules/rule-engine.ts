@@ -3,6 +3,7 @@ import type { Clock } from '../clock.ts';
 import type { Logger } from '../logger.ts';
 import type { RuleChangeListener, RuleFields } from '../sensors/sensors.service.ts';
 import { lockedTransaction, type Database, type Db } from '../storage/database.ts';
+import { Throttle } from '../throttle.ts';
 import {
   newEvaluation,
   runEvaluationSteps,
@@ -13,7 +14,6 @@ import {
   type EvaluationSummary,
 } from './evaluation.steps.ts';
 import type { RulesRepository } from './rules.repository.ts';
-import { Throttle } from '../throttle.ts';
 import type { Rule } from './timeline.ts';
 
 export type {
