@@ -265,6 +265,8 @@ describe('the cloud process', () => {
         MQTT_PORT: '0',
         DATA_DIR: dataDir,
         LOG_LEVEL: 'silent',
+        // The drain on SIGTERM is health.test.ts's subject; here it would only add its 5 s.
+        SHUTDOWN_DRAIN_MS: '0',
       });
       const [, port] = await cloud.line(/^cloud listening on \S+ \(HTTP port (\d+)\)$/m);
       expect(Number(port)).toBeGreaterThan(0);

@@ -482,6 +482,7 @@ async function startBalancer(replicas: Replica[]): Promise<Balancer> {
 
 defaults
     timeout connect 5s
+    timeout check 5s
     timeout client  65s
     timeout server  65s
     retries 2

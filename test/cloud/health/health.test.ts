@@ -100,7 +100,8 @@ describe.each(DATABASES)('draining on SIGTERM (%s)', (db) => {
     proc = await spawnCloud({
       DATA_DIR: setup.database.dataDir,
       DATABASE_URL: processDatabaseUrl(setup.database),
-      SHUTDOWN_DRAIN_MS: '1500',
+      // Long enough for the checks below to reach the draining process on a slow machine.
+      SHUTDOWN_DRAIN_MS: '3000',
     });
     const client = new HttpClient(proc.url);
     expect((await client.get('/readyz')).status).toBe(200);
@@ -150,6 +151,7 @@ describe.each(DATABASES)('draining on SIGTERM (%s)', (db) => {
           (err: NodeJS.ErrnoException) => err.code === 'ECONNREFUSED',
         ),
       'the listener to close',
+      30_000,
     );
     inFlight.end(body.slice(10));
     expect(await inFlightStatus).toBe(200);
@@ -206,6 +208,7 @@ describe.each(DATABASES)('stopping with a keep-alive request in flight (%s)', (d
           (err: NodeJS.ErrnoException) => err.code === 'ECONNREFUSED',
         ),
       'the listener to close',
+      30_000,
     );
     inFlight.end(body.slice(10));
     expect(await answered).toBe(200);

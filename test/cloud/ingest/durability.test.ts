@@ -71,5 +71,5 @@ describe('ingest durability', () => {
     expect(missing).toEqual([]);
     proc.child.kill('SIGTERM');
     expect(await proc.exited).toBe(0);
-  });
+  }, 60_000);
 });

@@ -43,7 +43,8 @@ describe('the fold after commits', () => {
     const first = performance.now();
     commit(1);
     await nextFold(1);
-    expect(starts[0]! - first).toBeLessThan(FOLD_DELAY_MS / 2);
+    // Not held for the delay (a margin for a stalled machine).
+    expect(starts[0]! - first).toBeLessThan(FOLD_DELAY_MS - 200);
     // Commits right after a fold wait for the rest of FOLD_DELAY_MS and are folded together.
     commit(2);
     commit(3);
