@@ -286,14 +286,21 @@ class PostgresFigures {
     return new PostgresFigures(client);
   }
 
-  async figures(): Promise<PostgresSnapshot> {
-    const { rows } = await this.client.query<Record<keyof PostgresSnapshot, string>>(
-      `SELECT w.wal_bytes AS "walBytes", w.wal_fpi AS "fullPages",
-              b.checkpoints_timed + b.checkpoints_req AS checkpoints,
-              (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker') AS autovacuums
-         FROM pg_stat_wal w, pg_stat_bgwriter b`,
-    );
-    const row = rows[0]!;
+  /** Undefined where the server has no such views (pg_stat_wal is 14+; 17 moved the checkpoint counts). */
+  async figures(): Promise<PostgresSnapshot | undefined> {
+    const rows = await this.client
+      .query<Record<keyof PostgresSnapshot, string>>(
+        `SELECT w.wal_bytes AS "walBytes", w.wal_fpi AS "fullPages",
+                b.checkpoints_timed + b.checkpoints_req AS checkpoints,
+                (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker') AS autovacuums
+           FROM pg_stat_wal w, pg_stat_bgwriter b`,
+      )
+      .then(
+        (r) => r.rows,
+        () => [],
+      );
+    const row = rows[0];
+    if (!row) return undefined;
     return {
       walBytes: Number(row.walBytes),
       fullPages: Number(row.fullPages),
