@@ -33,7 +33,7 @@ const DAY_MICROS = 24 * 3600 * 1_000_000;
  * `net.core.somaxconn`). Node's default, 511, overflows when a site's devices all reconnect at once
  * after an outage; the kernel then drops or, with SYN cookies, sometimes resets them.
  */
-const LISTEN_BACKLOG = 4096;
+export const LISTEN_BACKLOG = 4096;
 
 /**
  * The cloud process: database (migrated at start), services, HTTP server and background work.
