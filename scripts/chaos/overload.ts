@@ -86,18 +86,19 @@ export const overload: Scenario = {
       // CPU each side used while the rate was measured: which one was the limit.
       const busy: string[] = [];
       const measured = async (ms: number) => {
-        const [ownAt, cloudAt, at, shedAt, pgAt] = [
+        const pgAt = await postgres?.figures();
+        const [ownAt, cloudAt, at, shedAt] = [
           cpu(),
           cloudCpu(cloud),
           performance.now(),
           sender.answers['503'] ?? 0,
-          await postgres?.figures(),
         ];
         const rate = await sender.closedLoop(MEASURE_CONNECTIONS, ms);
         const [own, seconds] = [cpu(), (performance.now() - at) / 1000];
+        const cloudCores = (cloudCpu(cloud) - cloudAt) / seconds;
         const pgNow = await postgres?.figures();
         busy.push(
-          `${Math.round(rate)}/s (${(sender.answers['503'] ?? 0) - shedAt} shed): cloud ${((cloudCpu(cloud) - cloudAt) / seconds).toFixed(2)}, generator ${((own.user + own.system - ownAt.user - ownAt.system) / 1e6 / seconds).toFixed(2)} cores` +
+          `${Math.round(rate)}/s (${(sender.answers['503'] ?? 0) - shedAt} shed): cloud ${cloudCores.toFixed(2)}, generator ${((own.user + own.system - ownAt.user - ownAt.system) / 1e6 / seconds).toFixed(2)} cores` +
             (pgAt && pgNow ? `, PostgreSQL ${describePostgres(pgAt, pgNow)}` : ''),
         );
         return rate;

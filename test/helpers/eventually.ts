@@ -10,17 +10,14 @@ export async function eventually<T>(
   pauseMs = 25,
 ): Promise<T> {
   const deadline = Date.now() + ms;
+  let last = false;
   for (;;) {
     const value = await check();
     if (value !== null && value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) {
-      // After a stall of this process the timer may come before the I/O it was waiting for: let
-      // that I/O run, and check once more before failing.
-      await new Promise((resolve) => setImmediate(resolve));
-      const last = await check();
-      if (last !== null && last !== undefined && last !== false) return last;
-      throw new Error(`timed out waiting for ${what}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, pauseMs));
+    if (last) throw new Error(`timed out waiting for ${what}`);
+    // After a stall of this process the timer may come before the I/O it was waiting for: past the
+    // deadline, let that I/O run and check once more before failing.
+    last = Date.now() > deadline;
+    await new Promise((resolve) => (last ? setImmediate(resolve) : setTimeout(resolve, pauseMs)));
   }
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { encodeJournal, FOLD_DELAY_MS, JournalFolder } from '../../../cloud/src/ingest/ingest.fold.ts';
 import type { FoldTx, IngestStore } from '../../../cloud/src/ingest/ingest.types.ts';
+import { eventually } from '../../helpers/eventually.ts';
 
 /**
  * When the fold runs after commits: at once after a quiet spell (a live dashboard sees a reading as
@@ -30,11 +31,7 @@ describe('the fold after commits', () => {
       journal.push(encodeJournal(new Float64Array([seq, 1_763_800_000_000_000, 4.5])));
       f.written();
     };
-    const nextFold = (n: number) =>
-      new Promise<void>((resolve) => {
-        const poll = () => (folded.length >= n ? resolve() : setTimeout(poll, 5));
-        poll();
-      });
+    const nextFold = (n: number) => eventually(() => folded.length >= n, `fold ${n}`);
     return { f, starts, folded, commit, nextFold };
   }
 
