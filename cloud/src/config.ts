@@ -186,7 +186,8 @@ export interface Config {
    * open connections (past it, the keep-alive one idle longest is closed, or where none has been idle
    * a second the new one is answered 503 `overloaded` and closed) and HTTP_MAX_PIPELINED requests
    * read behind their connection's first unanswered one, on all connections together (past it,
-   * pipelining connections are no longer read until half are answered).
+   * pipelining connections are no longer read, and are read again as room under it comes; a read
+   * bringing one more past twice it closes its connection).
    */
   readonly httpLimits: { readonly maxConnections: number; readonly maxPipelined: number };
   readonly webhookAllowPrivate: boolean;

@@ -19,12 +19,37 @@ export interface ConnectionLimits {
   depth?: number;
   /**
    * Requests read behind their connection's first unanswered one, on all connections together
-   * (HTTP_MAX_PIPELINED): past it, a connection that pipelines is no longer read.
+   * (HTTP_MAX_PIPELINED): past it, a connection that pipelines is no longer read, and a paused one
+   * is read again only as room under it allows.
    */
   maxPipelined?: number;
+  /**
+   * Pipelined requests on all connections past which a connection whose read brings one more is
+   * closed (twice `maxPipelined` unless given).
+   */
+  cutPipelined?: number;
+  /** How long a paused connection may wait for room before it is read all the same (READY_MAX_WAIT_MS). */
+  readyMaxWaitMs?: number;
   /** Open connections (HTTP_MAX_CONNECTIONS): past it, a new one is answered 503 and closed. */
   maxConnections?: number;
 }
+
+/**
+ * How long a connection held only for room under `maxPipelined` waits before it is read all the same.
+ * Node closes a connection that sits in the middle of a request for `headersTimeout` (60 s), and one
+ * with nothing unanswered for `keepAliveTimeout` (65 s): a connection must be read well within both.
+ * Room is short for longer only when the pipelined requests cannot be answered (held behind event
+ * streams, which are never answered) or when the clients have more queued than the process answers
+ * in that time; the read it then brings is bounded by `cutPipelined`.
+ */
+export const READY_MAX_WAIT_MS = 30_000;
+/**
+ * The most one read of a connection brings, in bytes: Node reads a socket 64 KiB at a time. In
+ * requests, a connection's own average request size tells how many that is.
+ */
+const READ_BYTES = 65_536;
+/** How often connections waiting for room are looked at while no answer comes. */
+const WAKE_MS = 100;
 
 /**
  * How long a connection refused for HTTP_MAX_CONNECTIONS may take to read its 503 and close, whatever
@@ -47,42 +72,81 @@ const TOO_MANY_CONNECTIONS = new ApiError(
   { 'Retry-After': String(OVERLOADED_RETRY_SECONDS) },
 );
 
+const READING = 0;
+/** Not read: over its own depth, waiting for its own answers. */
+const PAUSED = 1;
+/** Not read: waiting for room under `maxPipelined` (in `ready`, in the order it began to wait). */
+const READY = 2;
+
+/** One open connection. */
+interface Conn {
+  state: typeof READING | typeof PAUSED | typeof READY;
+  /** Its requests read and not yet answered. */
+  unanswered: number;
+  /** Whether it has ever had a request read behind an unanswered one. */
+  pipeliner: boolean;
+  /** Requests read since it opened (with the bytes it sent, its average request's size). */
+  read: number;
+  /** Room set aside for the read it was read again for, until that read comes (0: none). */
+  reserved: number;
+  /** Which setting-aside `reserved` is, so that an older one's expiry leaves a newer one alone. */
+  reservedSeq: number;
+  /** Read again for one read: paused again as that read's first request comes. */
+  oneRead: boolean;
+}
+
 /**
- * The server's connections and the requests each has unanswered. Three bounds keep what a process
+ * The server's connections and the requests each has unanswered. Four bounds keep what a process
  * holds for its HTTP clients finite, whatever they send:
  *
  * - a connection with more than `depth` unanswered requests is paused (its further requests wait in
  *   the operating system's buffers and the client's) until half of them are answered;
- * - while the requests pipelined on all connections (read behind their connection's first unanswered
- *   one) number more than `maxPipelined`, every connection that pipelines is paused as its next
- *   request is read, until they are down to half; a client sending one request at a time (a device,
- *   a browser, an event stream) is never paused by it;
+ * - once the requests pipelined on all connections (read behind their connection's first unanswered
+ *   one) number more than `maxPipelined`, every connection that has ever pipelined is paused; a
+ *   client sending one request at a time (a device, a browser, an event stream) is never paused by
+ *   it. Paused connections are read again one at a time, in the order they began to wait, each
+ *   once there is room under `maxPipelined` for as many of its requests as one read can bring (64
+ *   KiB of them, by its average request's size), or once it has waited `readyMaxWaitMs`; while more
+ *   than half the bound is pipelined, such a connection gets that one read and waits again;
+ * - Node parses a whole read (up to 64 KiB, some 1,400 minimal requests) before it can stop, so what
+ *   one read brings is the client's to choose: a connection whose read brings a pipelined request
+ *   while `cutPipelined` are pipelined is closed at once (its unanswered requests were never
+ *   acknowledged), and the rest of that read is dropped. What the process holds is thereby at most
+ *   one request per connection plus `cutPipelined`;
  * - a connection beyond `maxConnections` is first made room for by closing the keep-alive connection
  *   idle longest (for RECLAIM_IDLE_MS at least), and where there is none it is answered 503
  *   `overloaded` with Retry-After before its request is handled, and closed.
  *
- * Node parses a whole read (up to 64 KiB) at a time, so a paused connection holds at most its bound
- * plus one read's worth of requests. While stopping, connections with nothing unanswered are closed
- * at once.
+ * While stopping, connections with nothing unanswered are closed at once.
  */
 export class Connections {
-  /** Every open connection, with the number of its requests not yet answered, oldest first. */
-  private readonly open = new Map<Socket, number>();
-  private readonly paused = new Set<Socket>();
+  /** Every open connection, oldest first. */
+  private readonly open = new Map<Socket, Conn>();
+  /** Connections read now that have pipelined: those paused, all together, past `maxPipelined`. */
+  private readonly readingPipeliners = new Set<Socket>();
+  /** Connections waiting for room under `maxPipelined`, in the order they began to, and since when. */
+  private readonly ready = new Map<Socket, number>();
   /** Connections with nothing unanswered after at least one answer, longest idle first, and since when. */
   private readonly idle = new Map<Socket, number>();
   /** Connections refused for `maxConnections` and not yet closed. */
   private readonly refusing = new Set<Socket>();
   private readonly depth: number;
   private readonly maxPipelined: number;
+  private readonly cutPipelined: number;
+  private readonly readyMaxWaitMs: number;
   private readonly maxConnections: number;
   /** Requests read behind their connection's first unanswered one, on every connection. */
   private pipelinedNow = 0;
-  /** Set once `pipelinedNow` passes `maxPipelined`, cleared once it is down to half. */
-  private full = false;
+  /** Room set aside for the reads of connections read again. */
+  private reservedNow = 0;
+  private reservedSeq = 0;
   private heldNow = 0;
+  /** Runs `pump` again while connections wait for room and no answer comes (waits run out). */
+  private timer: NodeJS.Timeout | null = null;
   /** Connections paused for pipelining (their own depth or the process-wide bound), since the start. */
   pauses = 0;
+  /** Connections closed for a read past `cutPipelined`, since the start. */
+  cuts = 0;
   /** Connections refused with 503 for `maxConnections`, since the start. */
   refused = 0;
   /** Idle keep-alive connections closed to make room for a new one, since the start. */
@@ -91,12 +155,15 @@ export class Connections {
   constructor(limits: ConnectionLimits = {}) {
     this.depth = limits.depth ?? PIPELINE_DEPTH;
     this.maxPipelined = limits.maxPipelined ?? Infinity;
+    this.cutPipelined = limits.cutPipelined ?? 2 * this.maxPipelined;
+    this.readyMaxWaitMs = limits.readyMaxWaitMs ?? READY_MAX_WAIT_MS;
     this.maxConnections = limits.maxConnections ?? Infinity;
   }
 
   /**
    * Tracks `server`'s connections and hands `handle` every request read on a connection it admitted
-   * (never one on a connection refused for `maxConnections`: that one has its answer already).
+   * (never one on a connection refused for `maxConnections`: that one has its answer already, nor
+   * one on a connection closed for `cutPipelined`).
    */
   track(server: http.Server, handle: (req: http.IncomingMessage, res: http.ServerResponse) => void): void {
     server.on('connection', (socket: Socket) => {
@@ -104,32 +171,60 @@ export class Connections {
         this.refuse(socket);
         return;
       }
-      this.open.set(socket, 0);
+      const conn: Conn = {
+        state: READING,
+        pipeliner: false,
+        unanswered: 0,
+        read: 0,
+        reserved: 0,
+        reservedSeq: 0,
+        oneRead: false,
+      };
+      this.open.set(socket, conn);
       socket.once('close', () => this.closed(socket));
       // Node resumes a connection by itself whenever its queued answers fall under 16 KiB (an answer
       // written behind one still waiting does that): a connection paused here is paused again.
       // This listener runs after Node's own, which has just restarted reading.
       socket.on('resume', () => {
-        if (this.paused.has(socket) && !socket.destroyed) pause(socket);
+        if (conn.state !== READING && !socket.destroyed) pause(socket);
       });
     });
     server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
       const socket = req.socket;
-      const before = this.open.get(socket);
-      if (before === undefined) {
-        this.refusedRequest(socket);
+      const conn = this.open.get(socket);
+      if (conn === undefined) {
+        if (!socket.destroyed) this.refusedRequest(socket);
+        return;
+      }
+      if (conn.reserved > 0) this.release(conn);
+      const count = conn.unanswered + 1;
+      if (count > 1 && this.pipelinedNow >= this.cutPipelined) {
+        this.cut(socket);
         return;
       }
       this.idle.delete(socket);
-      const count = before + 1;
-      this.open.set(socket, count);
+      conn.unanswered = count;
+      conn.read++;
       this.heldNow++;
-      if (count > 1 && ++this.pipelinedNow > this.maxPipelined) this.full = true;
-      if ((count > this.depth || (this.full && count > 1)) && !this.paused.has(socket)) {
-        this.paused.add(socket);
-        this.pauses++;
-        pause(socket);
+      if (count > 1) this.pipelinedNow++;
+      if (count > 1 && !conn.pipeliner) {
+        conn.pipeliner = true;
+        if (conn.state === READING) this.readingPipeliners.add(socket);
       }
+      // A connection read again for room gets one read (the one now being parsed) while more than
+      // half the bound is pipelined, and reads on freely otherwise. Past the bound every pipelining
+      // connection still read is paused, not only this one: the reads the event loop has ready for
+      // them in this same turn are then never made (libuv drops the events of a socket that stopped
+      // reading), where each would bring up to 64 KiB.
+      const oneRead = conn.oneRead;
+      conn.oneRead = false;
+      if (
+        conn.state === READING &&
+        (count > this.depth || (oneRead && this.pipelinedNow > this.maxPipelined / 2))
+      )
+        this.pauseConn(socket, conn);
+      if (count > 1 && this.pipelinedNow > this.maxPipelined)
+        for (const s of this.readingPipeliners) this.pauseConn(s, this.open.get(s)!);
       // 'close' follows the answer's end, or the connection's loss before it.
       res.once('close', () => this.answered(socket));
       handle(req, res);
@@ -137,47 +232,120 @@ export class Connections {
   }
 
   private answered(socket: Socket): void {
-    const count = this.open.get(socket);
-    if (count === undefined || count === 0) return;
-    this.open.set(socket, count - 1);
-    if (count === 1) this.idle.set(socket, Date.now());
-    this.forget(count);
-    // A connection with nothing pipelined any more is read again even while the process-wide bound
-    // is full: others (a request pipelined behind an event stream, say) may keep it full for long, and
-    // this one adds at most one read.
-    if (this.paused.has(socket) && (count - 1 <= 1 || (!this.full && count - 1 <= this.depth / 2)))
-      this.resume(socket);
+    const conn = this.open.get(socket);
+    if (conn === undefined || conn.unanswered === 0) return;
+    const count = conn.unanswered--;
+    this.heldNow--;
+    if (count > 1) this.pipelinedNow--;
+    if (conn.unanswered === 0 && conn.state === READING) this.idle.set(socket, Date.now());
+    if (conn.state === PAUSED && conn.unanswered <= this.depth / 2) this.waitForRoom(socket, conn);
+    this.pump();
   }
 
-  /** A connection that closed with `count` requests unanswered (their answers never come). */
+  /** A connection that closed with its requests unanswered (their answers never come). */
   private closed(socket: Socket): void {
-    const count = this.open.get(socket);
-    if (count === undefined) return;
+    const conn = this.open.get(socket);
+    if (conn === undefined) return;
     this.open.delete(socket);
-    this.paused.delete(socket);
+    this.ready.delete(socket);
+    this.readingPipeliners.delete(socket);
     this.idle.delete(socket);
-    for (let n = count; n > 0; n--) this.forget(n);
+    if (conn.reserved > 0) this.release(conn);
+    this.heldNow -= conn.unanswered;
+    this.pipelinedNow -= Math.max(conn.unanswered - 1, 0);
+    conn.unanswered = 0;
+    this.pump();
+  }
+
+  /** A connection whose read brought a request past `cutPipelined`: closed before it is handled. */
+  private cut(socket: Socket): void {
+    this.cuts++;
+    this.closed(socket);
+    socket.destroy();
+  }
+
+  /** Stops reading a connection: until its own answers are down to half its depth, then until room. */
+  private pauseConn(socket: Socket, conn: Conn): void {
+    this.pauses++;
+    // Paused before the read it was read again for came: that read is not coming now.
+    if (conn.reserved > 0) this.release(conn);
+    conn.oneRead = false;
+    this.readingPipeliners.delete(socket);
+    if (conn.unanswered > this.depth / 2) conn.state = PAUSED;
+    else this.waitForRoom(socket, conn);
+    pause(socket);
+  }
+
+  private waitForRoom(socket: Socket, conn: Conn): void {
+    conn.state = READY;
+    this.ready.set(socket, performance.now());
+    this.wake();
   }
 
   /**
-   * One of a connection's `count` unanswered requests leaves the counts (answered, or its connection
-   * closed). Once the pipelined requests are down to half the bound, every paused connection that is
-   * not over its own depth is read again: one over half its depth too, so that no connection waits
-   * for more than its own answers and one such turn (Node closes a connection that sits in the middle
-   * of a request for `headersTimeout`, or idle for `keepAliveTimeout`).
+   * Reads connections waiting for room again, in the order they began to wait: each once the room
+   * under `maxPipelined` (less what is set aside for the reads of those read again just before) holds
+   * as many of its requests as one read can bring, or once it has waited `readyMaxWaitMs`. Room for
+   * its read is set aside until the read comes, or until the event loop has been round twice (a
+   * socket read again is read in the next turn's poll at the latest; a client with nothing more to
+   * send brings nothing, and its room must not stay taken).
    */
-  private forget(count: number): void {
-    this.heldNow--;
-    if (count > 1) this.pipelinedNow--;
-    if (this.full && this.pipelinedNow <= this.maxPipelined / 2) {
-      this.full = false;
-      for (const s of this.paused) if ((this.open.get(s) ?? 0) <= this.depth) this.resume(s);
+  private pump(): void {
+    if (this.ready.size === 0) return;
+    const now = performance.now();
+    let resumed: [Conn, number][] | null = null;
+    for (const [socket, since] of this.ready) {
+      const conn = this.open.get(socket)!;
+      const need = this.readSize(socket, conn);
+      const room = this.maxPipelined - this.pipelinedNow - this.reservedNow;
+      if (need > room && now - since < this.readyMaxWaitMs) break;
+      this.ready.delete(socket);
+      conn.state = READING;
+      conn.oneRead = true;
+      if (conn.pipeliner) this.readingPipeliners.add(socket);
+      conn.reserved = need;
+      conn.reservedSeq = ++this.reservedSeq;
+      this.reservedNow += need;
+      (resumed ??= []).push([conn, conn.reservedSeq]);
+      if (conn.unanswered === 0) this.idle.set(socket, Date.now());
+      if (!socket.destroyed) resume(socket);
     }
+    if (resumed !== null) {
+      const expiring = resumed;
+      setImmediate(() =>
+        setImmediate(() => {
+          for (const [conn, seq] of expiring)
+            if (conn.reservedSeq === seq && conn.reserved > 0) this.release(conn);
+          this.pump();
+        }),
+      );
+    }
+    if (this.ready.size > 0) this.wake();
   }
 
-  private resume(socket: Socket): void {
-    this.paused.delete(socket);
-    if (!socket.destroyed) resume(socket);
+  /**
+   * The most requests one read of a connection can bring, going by its requests so far, and one more
+   * for the request a read begins in the middle of; at most half the bound, so that a connection
+   * fits once the pipelined requests are down to half, its own among them.
+   */
+  private readSize(socket: Socket, conn: Conn): number {
+    const average = conn.read === 0 ? 1 : Math.max(socket.bytesRead / conn.read, 1);
+    return Math.min(Math.ceil(READ_BYTES / average) + 1, Math.max(Math.floor(this.maxPipelined / 2), 1));
+  }
+
+  private release(conn: Conn): void {
+    this.reservedNow -= conn.reserved;
+    conn.reserved = 0;
+  }
+
+  /** Runs `pump` again in WAKE_MS, for connections that wait while no answer comes. */
+  private wake(): void {
+    if (this.timer !== null) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.pump();
+    }, WAKE_MS);
+    this.timer.unref();
   }
 
   /**
@@ -253,7 +421,7 @@ export class Connections {
 
   /** Closes every connection with no request waiting for its answer, and every refused one. */
   closeUnbusy(): void {
-    for (const [socket, count] of this.open) if (count <= 0) socket.destroy();
+    for (const [socket, conn] of this.open) if (conn.unanswered === 0) socket.destroy();
     for (const socket of this.refusing) socket.destroy();
   }
 }

@@ -16,6 +16,7 @@ export interface HttpFigures {
   pipelined: number;
   count: number;
   pauses: number;
+  cuts: number;
   refused: number;
   reclaimed: number;
 }
@@ -109,6 +110,11 @@ export class Metrics {
     help: "Times this process stopped reading from a connection for its pipelined requests (its own or all connections' together)",
     registers: [this.registry],
   });
+  private readonly httpCuts = new Counter({
+    name: 'sm_http_connections_cut_total',
+    help: 'Connections closed because a read brought a pipelined request while twice HTTP_MAX_PIPELINED were pipelined',
+    registers: [this.registry],
+  });
   private readonly httpRefused = new Counter({
     name: 'sm_http_connections_refused_total',
     help: 'Connections answered 503 overloaded and closed because HTTP_MAX_CONNECTIONS were open and none idle',
@@ -125,6 +131,7 @@ export class Metrics {
     alarmsOpened: 0,
     mqttMessages: 0,
     httpPauses: 0,
+    httpCuts: 0,
     httpRefused: 0,
     httpReclaimed: 0,
   };
@@ -174,9 +181,11 @@ export class Metrics {
       this.httpPipelined.set(c.pipelined);
       this.httpConnections.set(c.count);
       this.httpPauses.inc(c.pauses - this.seen.httpPauses);
+      this.httpCuts.inc(c.cuts - this.seen.httpCuts);
       this.httpRefused.inc(c.refused - this.seen.httpRefused);
       this.httpReclaimed.inc(c.reclaimed - this.seen.httpReclaimed);
       this.seen.httpPauses = c.pauses;
+      this.seen.httpCuts = c.cuts;
       this.seen.httpRefused = c.refused;
       this.seen.httpReclaimed = c.reclaimed;
     }

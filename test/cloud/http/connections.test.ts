@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { Connections, PIPELINE_DEPTH } from '../../../cloud/src/http/connections.ts';
+import { type ConnectionLimits, Connections, PIPELINE_DEPTH } from '../../../cloud/src/http/connections.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { RawHttpConnection } from '../../helpers/raw-http.ts';
 
@@ -36,8 +36,9 @@ describe('connections', () => {
   async function serve(
     maxPipelined: number,
     handle: (req: http.IncomingMessage, res: http.ServerResponse) => void,
+    limits: ConnectionLimits = {},
   ) {
-    const connections = new Connections({ maxPipelined });
+    const connections = new Connections({ maxPipelined, ...limits });
     const s = http.createServer();
     server = s;
     const byPort = new Map<number, Socket>();
@@ -47,6 +48,27 @@ describe('connections', () => {
     const port = (s.address() as AddressInfo).port;
     const serverSocket = (client: RawHttpConnection) => byPort.get(client.socket.localPort!);
     return { connections, port, serverSocket };
+  }
+
+  /** `n` requests `GET /<c>/<from>`, `GET /<c>/<from + 1>`, ... as a client pipelines them, in one string. */
+  const pipeline = (c: number, from: number, n: number) =>
+    Array.from({ length: n }, (_, i) => `GET /${c}/${from + i} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`).join('');
+
+  /** `n` connections to `port`, opened one after the other, each handed to `each` once connected. */
+  async function connectAll(
+    port: number,
+    n: number,
+    each: (client: RawHttpConnection, c: number) => Promise<void> | void,
+  ): Promise<RawHttpConnection[]> {
+    const opened: RawHttpConnection[] = [];
+    for (let c = 0; c < n; c++) {
+      const client = new RawHttpConnection(port);
+      clients.push(client);
+      opened.push(client);
+      await client.connected();
+      await each(client, c);
+    }
+    return opened;
   }
 
   it(`hold at most ${MAX_PIPELINED} pipelined requests in all (and one read per connection), then answer every one in order`, async () => {
@@ -114,8 +136,9 @@ describe('connections', () => {
   });
 
   it('read a paused connection again when the pipelined requests fall because another connection closed', async () => {
-    // Nothing is answered: only a closed connection can bring the count down.
-    const { connections, port, serverSocket } = await serve(10, () => undefined);
+    // Nothing is answered: only a closed connection can bring the count down. The first connection's
+    // one read goes past twice the bound, which would close it: that bound is out of reach here.
+    const { connections, port, serverSocket } = await serve(10, () => undefined, { cutPipelined: 1000 });
     const get = (n: number) => Array(n).fill('GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n').join('');
     const [a, b] = [new RawHttpConnection(port), new RawHttpConnection(port)];
     clients.push(a, b);
@@ -132,12 +155,16 @@ describe('connections', () => {
     expect(bServer.isPaused()).toBe(false);
   });
 
-  it('read a connection again once nothing of it is pipelined, while others keep the bound full', async () => {
+  it('read a connection waiting for room all the same once it has waited readyMaxWaitMs, while others keep the bound full', async () => {
     // `/stream` is never answered, as an event stream: what is pipelined behind it stays, and keeps
-    // the process-wide bound full.
-    const { connections, port } = await serve(10, (req, res) => {
-      if (req.url !== '/stream') res.end(req.url);
-    });
+    // the process-wide bound full, so room never comes.
+    const { connections, port } = await serve(
+      10,
+      (req, res) => {
+        if (req.url !== '/stream') res.end(req.url);
+      },
+      { readyMaxWaitMs: 300 },
+    );
     const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
     const [a, b] = [new RawHttpConnection(port), new RawHttpConnection(port)];
     clients.push(a, b);
@@ -146,8 +173,124 @@ describe('connections', () => {
     await eventually(() => connections.pipelined === 11, 'the bound to be full');
     b.write(get('/b0') + get('/b1') + get('/b2'));
     await b.answered(3);
+    const waitedFrom = performance.now();
     b.write(get('/b3'));
     await eventually(() => b.answers.length === 4, "the fourth request's answer");
+    expect(performance.now() - waitedFrom).toBeGreaterThanOrEqual(200);
     expect(b.answers.map((x) => x.body)).toEqual(['/b0', '/b1', '/b2', '/b3']);
+  });
+
+  it('read paused connections again only as far as room under the bound allows', async () => {
+    // Twenty connections each pipeline 70 requests at once, twice. The first reads go past the bound
+    // (a new connection is read before anything can be paused) and past each connection's depth, so
+    // every one is paused; nothing is answered until all have been read and the second seventy wait
+    // unread. Then answers flow at a steady pace, oldest first, as from a busy server: each paused
+    // connection is read again only once the pipelined requests leave room for the seventy it
+    // brought last time, not as soon as its own answers are out.
+    const CONNS = 20;
+    const DEEP = 70;
+    let released = false;
+    const waiting: (() => void)[] = [];
+    let mostAfterRelease = 0;
+    const { connections, port } = await serve(
+      MAX_PIPELINED,
+      (req, res) => {
+        if (released) mostAfterRelease = Math.max(mostAfterRelease, connections.pipelined);
+        waiting.push(() => res.end(req.url));
+      },
+      { cutPipelined: 100_000 },
+    );
+    const conns = await connectAll(port, CONNS, (client, c) => client.write(pipeline(c, 0, DEEP)));
+    await eventually(() => connections.held === CONNS * DEEP, 'every first read');
+    expect(connections.pipelined).toBeGreaterThan(MAX_PIPELINED);
+    for (const [c, client] of conns.entries()) client.write(pipeline(c, DEEP, DEEP));
+    released = true;
+    const drip = setInterval(() => {
+      for (const answer of waiting.splice(0, 10)) answer();
+    }, 1);
+    try {
+      for (const client of conns) await client.answered(2 * DEEP);
+    } finally {
+      clearInterval(drip);
+    }
+    for (const [c, client] of conns.entries()) {
+      expect(client.answers.map((a) => a.body)).toEqual(
+        Array.from({ length: 2 * DEEP }, (_, n) => `/${c}/${n}`),
+      );
+    }
+    // Everything read again after the release was read into room: at most the bound, and one
+    // connection's read more where a read brought more than expected (a read can end mid-pipeline).
+    expect(mostAfterRelease).toBeLessThanOrEqual(MAX_PIPELINED + DEEP);
+    expect(connections.held).toBe(0);
+    expect(connections.pipelined).toBe(0);
+  });
+
+  it('past the bound, stop reading every pipelining connection at once, not each as its own next read comes', async () => {
+    // Fifty connections that have pipelined (two requests each, held) then each write a hundred more
+    // in the same tick, so that the server has all fifty reads ready in one turn of its event loop.
+    // The first reads take the pipelined requests past the bound; the rest are never made.
+    const CONNS = 50;
+    const BOUND = 1000;
+    let most = 0;
+    const { connections, port } = await serve(
+      BOUND,
+      () => void (most = Math.max(most, connections.pipelined)),
+      {
+        cutPipelined: 1_000_000,
+      },
+    );
+    const conns = await connectAll(port, CONNS, (client, c) => client.write(pipeline(c, 0, 2)));
+    await eventually(() => connections.held === 2 * CONNS, 'every connection to pipeline');
+    for (const [c, client] of conns.entries()) client.write(pipeline(c, 2, 100));
+    await eventually(() => connections.pipelined > BOUND, 'the bound to be passed');
+    // Two more turns of the event loop: every read it had ready would have been made by then.
+    for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
+    // Past the bound by the reads made before it was passed and the one that passed it, at most.
+    expect(most).toBeLessThanOrEqual(BOUND + 2 * 100);
+    expect(connections.held).toBeLessThan(2 * CONNS + 15 * 100);
+  });
+
+  it('close a connection whose read brings a pipelined request past twice the bound, and hold no more', async () => {
+    // Ten new connections each pipeline 100 requests in one write, and nothing is answered until all
+    // are read or closed: a new connection is read before it can be paused, so only the cut bounds it.
+    const CONNS = 10;
+    const DEEP = 100;
+    let released = false;
+    const waiting: (() => void)[] = [];
+    let mostPipelined = 0;
+    const { connections, port } = await serve(MAX_PIPELINED, (req, res) => {
+      mostPipelined = Math.max(mostPipelined, connections.pipelined);
+      const answer = () => res.end(req.url);
+      if (released) answer();
+      else waiting.push(answer);
+    });
+    const conns = await connectAll(port, CONNS, async (client, c) => {
+      client.write(pipeline(c, 0, DEEP));
+      // Each read whole before the next connection sends: which connections go past is then known.
+      await eventually(
+        () => (c < 2 ? connections.held === (c + 1) * DEEP : connections.cuts === c - 1),
+        `connection ${c} read`,
+      );
+    });
+    expect(mostPipelined).toBeLessThanOrEqual(2 * MAX_PIPELINED);
+    expect(connections.cuts).toBe(CONNS - 2);
+    expect(connections.pipelined).toBeLessThanOrEqual(2 * MAX_PIPELINED);
+    released = true;
+    for (const answer of waiting.splice(0)) answer();
+    for (const [c, client] of conns.entries()) {
+      if (c < 2) {
+        // The first two fit under twice the bound: every request answered, in order.
+        await client.answered(DEEP);
+        expect(client.answers.map((a) => a.body)).toEqual(
+          Array.from({ length: DEEP }, (_, n) => `/${c}/${n}`),
+        );
+      } else {
+        // Closed: nothing of it answered, and it knows.
+        await client.closed;
+        expect(client.answers).toEqual([]);
+      }
+    }
+    await eventually(() => connections.held === 0, 'every request forgotten');
+    expect(connections.pipelined).toBe(0);
   });
 });
