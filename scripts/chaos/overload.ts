@@ -50,6 +50,12 @@ const CLOUD_NODE_OPTIONS = process.env.CHAOS_CLOUD_NODE_OPTIONS ?? '--max-old-sp
  * windows move with them: it is given longer (it stops at the first window that is back).
  */
 const BACK_WITHIN_MS = { full: 15_000, short: 30_000 };
+/**
+ * How long after the overload the rate is measured at all (CHAOS_WATCH_MS; BACK_WITHIN_MS unless
+ * longer): every window is reported, and only those begun within BACK_WITHIN_MS count for the
+ * verdict. A longer watch shows where the rate settles and how much it moves from window to window.
+ */
+const WATCH_MS = Number(process.env.CHAOS_WATCH_MS ?? 0);
 
 /**
  * Scenario 5 of issue 24: ten times the sustainable ingest rate. The sustainable rate is measured
@@ -87,6 +93,7 @@ export const overload: Scenario = {
       const busy: string[] = [];
       const measured = async (ms: number) => {
         const pgAt = await postgres?.figures();
+        const groupsAt = await groupFigures(inst.httpPort);
         const [ownAt, cloudAt, at, shedAt] = [
           cpu(),
           cloudCpu(cloud),
@@ -97,8 +104,10 @@ export const overload: Scenario = {
         const [own, seconds] = [cpu(), (performance.now() - at) / 1000];
         const cloudCores = (cloudCpu(cloud) - cloudAt) / seconds;
         const pgNow = await postgres?.figures();
+        const groupsNow = await groupFigures(inst.httpPort);
         busy.push(
           `${Math.round(rate)}/s (${(sender.answers['503'] ?? 0) - shedAt} shed): cloud ${cloudCores.toFixed(2)}, generator ${((own.user + own.system - ownAt.user - ownAt.system) / 1e6 / seconds).toFixed(2)} cores` +
+            (groupsAt && groupsNow ? `, ${describeGroups(groupsAt, groupsNow, seconds)}` : '') +
             (pgAt && pgNow ? `, PostgreSQL ${describePostgres(pgAt, pgNow)}` : ''),
         );
         return rate;
@@ -138,17 +147,24 @@ export const overload: Scenario = {
       const drained = await sender.drained(60_000);
       const recoveryMs = performance.now() - overEnd;
       sample('backlog answered');
-      // The rate again, window after window, until it is back or BACK_WITHIN_MS passed.
+      // The rate again, window after window, until it is back or BACK_WITHIN_MS passed (or, watched
+      // longer, until WATCH_MS passed).
       let after = 0;
       let backMs: number | null = null;
       const windows: number[] = [];
       const backWithinMs = options.full ? BACK_WITHIN_MS.full : BACK_WITHIN_MS.short;
-      while (alive(cloud) && performance.now() - overEnd < backWithinMs) {
-        after = await measured(windowMs);
-        windows.push(Math.round(after));
-        if (after >= before * recovered) {
+      const watchMs = Math.max(backWithinMs, WATCH_MS);
+      let decided = 0;
+      while (alive(cloud) && performance.now() - overEnd < watchMs) {
+        const counts = performance.now() - overEnd < backWithinMs && backMs === null;
+        const rate = await measured(windowMs);
+        windows.push(Math.round(rate));
+        if (!counts) continue;
+        after = rate;
+        decided = windows.length;
+        if (rate >= before * recovered) {
           backMs = performance.now() - overEnd;
-          break;
+          if (watchMs === backWithinMs) break;
         }
       }
       clearInterval(sampler);
@@ -185,7 +201,9 @@ export const overload: Scenario = {
         'offered / sustainable': Math.round((offered.offered / before) * 10) / 10,
         'answered /s during': Math.round(offered.answered),
         'after /s': Math.round(after),
-        'after, window by window /s': windows.join(' '),
+        'after, window by window /s':
+          windows.slice(0, decided).join(' ') +
+          (windows.length > decided ? ` (then ${windows.slice(decided).join(' ')})` : ''),
         'CPU while measured (before, then each window after)': busy.join('; '),
         'back to normal s': backMs === null ? 'no' : Math.round(backMs / 100) / 10,
         'RSS before MiB': Math.round(rssBefore / 2 ** 20),
@@ -249,17 +267,28 @@ export const overload: Scenario = {
   },
 };
 
-/** One counter of the cloud's `/metrics`; null when the cloud does not answer. */
-async function cloudCounter(port: number, name: string): Promise<number | null> {
+/** The cloud's `/metrics` text; null when the cloud does not answer within 10 s. */
+async function metricsText(port: number): Promise<string | null> {
   try {
-    const text = await (
-      await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(10_000) })
-    ).text();
-    const m = new RegExp(`^${name} ([0-9.e+-]+)$`, 'm').exec(text);
-    return m ? Number(m[1]) : 0;
+    const res = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(10_000) });
+    return await res.text();
   } catch {
     return null;
   }
+}
+
+/** A metric's value in `/metrics` text, summed over its labels (0 when absent). */
+function metricValue(text: string, name: string): number {
+  return [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, 'gm'))].reduce(
+    (sum, m) => sum + Number(m[1]),
+    0,
+  );
+}
+
+/** One counter of the cloud's `/metrics`; null when the cloud does not answer. */
+async function cloudCounter(port: number, name: string): Promise<number | null> {
+  const text = await metricsText(port);
+  return text === null ? null : metricValue(text, name);
 }
 
 /**
@@ -269,27 +298,56 @@ async function cloudCounter(port: number, name: string): Promise<number | null> 
  * closed for a read past twice the pipelining bound. Empty when the cloud does not answer.
  */
 async function cloudFigures(port: number): Promise<string> {
-  try {
-    const text = await (
-      await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(10_000) })
-    ).text();
-    const value = (name: string) =>
-      [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, 'gm'))].reduce(
-        (sum, m) => sum + Number(m[1]),
-        0,
-      );
-    return [
-      `heap used ${(value('nodejs_heap_size_used_bytes') / 2 ** 20).toFixed(0)} MiB`,
-      `GC ${value('nodejs_gc_duration_seconds_sum').toFixed(1)} s`,
-      `connections ${value('sm_http_connections')}`,
-      `held ${value('sm_http_requests_held')}`,
-      `pipelined ${value('sm_http_requests_pipelined')}`,
-      `pauses ${value('sm_http_pipelining_pauses_total')}`,
-      `cut ${value('sm_http_connections_cut_total')}`,
-    ].join(', ');
-  } catch (err) {
-    return `no figures (${(err as Error).message})`;
-  }
+  const text = await metricsText(port);
+  if (text === null) return 'no figures (no answer)';
+  const value = (name: string) => metricValue(text, name);
+  return [
+    `heap used ${(value('nodejs_heap_size_used_bytes') / 2 ** 20).toFixed(0)} MiB`,
+    `GC ${value('nodejs_gc_duration_seconds_sum').toFixed(1)} s`,
+    `connections ${value('sm_http_connections')}`,
+    `held ${value('sm_http_requests_held')}`,
+    `pipelined ${value('sm_http_requests_pipelined')}`,
+    `pauses ${value('sm_http_pipelining_pauses_total')}`,
+    `cut ${value('sm_http_connections_cut_total')}`,
+  ].join(', ');
+}
+
+/**
+ * The cloud's ingest groups so far (`sm_ingest_group_*`): how many, the requests in them, their
+ * transactions' time; and the time its garbage collector has taken.
+ */
+interface GroupSnapshot {
+  groups: number;
+  items: number;
+  seconds: number;
+  gcSeconds: number;
+}
+
+/** The cloud's ingest group and GC figures from `/metrics`; null when the cloud does not answer. */
+async function groupFigures(port: number): Promise<GroupSnapshot | null> {
+  const text = await metricsText(port);
+  if (text === null) return null;
+  return {
+    groups: metricValue(text, 'sm_ingest_group_items_count'),
+    items: metricValue(text, 'sm_ingest_group_items_sum'),
+    seconds: metricValue(text, 'sm_ingest_group_seconds_sum'),
+    gcSeconds: metricValue(text, 'nodejs_gc_duration_seconds_sum'),
+  };
+}
+
+/**
+ * Ingest's groups between two snapshots: per second, their mean size and their transactions' mean
+ * time, and the share of the window spent in them; and the garbage collector's share. Fewer requests
+ * per group at the same rate of groups says fewer requests reached ingest; as many per group, each
+ * taking longer, says the writes themselves slowed; fewer groups of the same size and time, that
+ * something else took the core.
+ */
+function describeGroups(at: GroupSnapshot, now: GroupSnapshot, seconds: number): string {
+  const groups = now.groups - at.groups;
+  const time = now.seconds - at.seconds;
+  const gc = `GC ${(((now.gcSeconds - at.gcSeconds) / seconds) * 100).toFixed(0)} %`;
+  if (groups === 0) return `no ingest groups, ${gc}`;
+  return `${(groups / seconds).toFixed(0)} groups/s of ${((now.items - at.items) / groups).toFixed(1)} requests, ${((time / groups) * 1000).toFixed(2)} ms each (${((time / seconds) * 100).toFixed(0)} % of the window), ${gc}`;
 }
 
 /** The server-wide figures of PostgreSQL that can slow its writes for a while (pg_stat_wal, pg_stat_bgwriter). */

@@ -201,6 +201,7 @@ export class IngestCore implements Ingest {
     // The group of the attempt that committed (a retry starts a fresh one).
     let group = null as IngestGroup | null;
     let outcomes: IngestOutcome[];
+    const started = performance.now();
     try {
       outcomes = await this.withRetry(() =>
         this.deps.store.transaction((tx) => {
@@ -219,6 +220,7 @@ export class IngestCore implements Ingest {
     this.pending -= batch.length;
     const observer = this.deps.observer;
     if (observer) {
+      observer.committed(items.length, (performance.now() - started) / 1000);
       for (let i = 0; i < items.length; i++) {
         const o = outcomes[i]!;
         const way = items[i]!.way ?? 'http';

@@ -38,6 +38,8 @@ export type IngestWay = 'http' | 'shelly' | 'mqtt' | 'ttn' | 'chirpstack';
 export interface IngestObserver {
   accepted(way: IngestWay, measurements: number): void;
   rejected(way: IngestWay, code: string, measurements: number): void;
+  /** A group committed: the requests and messages it held, and how long its transaction took. */
+  committed(items: number, seconds: number): void;
 }
 
 /**

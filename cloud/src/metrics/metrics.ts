@@ -47,6 +47,18 @@ export class Metrics {
     labelNames: ['way', 'outcome'] as const,
     registers: [this.registry],
   });
+  private readonly ingestGroupItems = new Histogram({
+    name: 'sm_ingest_group_items',
+    help: 'Requests and messages per ingest group (one transaction, one commit): how well the writes are grouped',
+    buckets: [1, 5, 20, 50, 100, 250, 500],
+    registers: [this.registry],
+  });
+  private readonly ingestGroupSeconds = new Histogram({
+    name: 'sm_ingest_group_seconds',
+    help: "Time from an ingest group's transaction begun to its commit",
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [this.registry],
+  });
   private readonly ingestRejections = new Counter({
     name: 'sm_ingest_rejected_requests_total',
     help: 'Ingest requests refused, by way in and error code',
@@ -161,6 +173,10 @@ export class Metrics {
     rejected: (way: IngestWay, code: string, measurements: number) => {
       this.ingestRejections.labels(way, code).inc();
       if (measurements > 0) this.ingestMeasurements.labels(way, 'rejected').inc(measurements);
+    },
+    committed: (items: number, seconds: number) => {
+      this.ingestGroupItems.observe(items);
+      this.ingestGroupSeconds.observe(seconds);
     },
   };
 

@@ -85,6 +85,12 @@ describe.each(DATABASES)('GET /metrics (%s)', (db) => {
     expect(
       series(text, 'sm_http_request_duration_seconds_count', { route: '/v1/ingest/shelly', method: 'GET' }),
     ).toBe(1);
+    // every request above that reached ingest went through a group: each group counted once, with its requests and its time
+    const groups = series(text, 'sm_ingest_group_items_count') ?? 0;
+    expect(groups).toBeGreaterThanOrEqual(1);
+    expect(series(text, 'sm_ingest_group_items_sum')).toBeGreaterThanOrEqual(Math.max(groups, 2));
+    expect(series(text, 'sm_ingest_group_seconds_count')).toBe(groups);
+    expect(series(text, 'sm_ingest_group_seconds_sum')).toBeGreaterThan(0);
     // sign-up sent a mail through the job queue: its kind is listed, database-wide
     expect(series(text, 'sm_jobs_queued', { kind: 'mail' })).toBeGreaterThanOrEqual(0);
     expect(series(text, 'sm_jobs_failed', { kind: 'mail' })).toBe(0);
