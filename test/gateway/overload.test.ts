@@ -13,14 +13,19 @@ import { startTestGateway, tempDir, until, writeGatewayConfig, type TestGateway 
 
 /**
  * A gateway's backlog against a cloud that sheds load (ingest admission control, INGEST_MAX_PENDING
- * of 1): the publishes refused with PUBACK 0x97 stay in the gateway's buffer and are sent again,
+ * of 10): the publishes refused with PUBACK 0x97 stay in the gateway's buffer and are sent again,
  * on the same connection, after its backoff, until every reading it accepted is stored, once.
  *
- * The cloud's writes are held (a lock on its ingest journal) with one HTTP request pending when the
+ * The cloud's writes are held (a lock on its ingest journal) with ten HTTP requests pending when the
  * backlog arrives, so that its publishes are shed: PostgreSQL only, as on SQLite a write waiting for
- * the database's lock would hold the test's own thread.
+ * the database's lock would hold the test's own thread. After the release each round of the
+ * gateway's window has up to ten publishes accepted and the rest refused again: a limit of one would
+ * make that a round per reading, 80 backoffs, which a loaded CI machine stretched past a minute.
  * (test/gateway/uplink.test.ts shows the gateway's side against a stand-in bridge.)
  */
+/** The cloud's INGEST_MAX_PENDING, and the HTTP requests held pending to reach it. */
+const LIMIT = 10;
+
 describe.each(DATABASES.filter((db) => db === 'postgres'))(
   'gateway uplink against an overloaded cloud on %s',
   (db) => {
@@ -35,7 +40,11 @@ describe.each(DATABASES.filter((db) => db === 'postgres'))(
     });
 
     it('sends every reading refused with 0x97 again, and each is stored once', async () => {
-      t = await startTestCloud({ db, mqtt: true, env: { INGEST_MAX_PENDING: '1', RATE_LIMIT_MODE: 'warn' } });
+      t = await startTestCloud({
+        db,
+        mqtt: true,
+        env: { INGEST_MAX_PENDING: String(LIMIT), RATE_LIMIT_MODE: 'warn' },
+      });
       const cloud = t;
       const user = await signUp(cloud, 'overload@example.com');
       const siteId = (await createSite(cloud, user.token)).id;
@@ -64,16 +73,20 @@ describe.each(DATABASES.filter((db) => db === 'postgres'))(
       }
       const connects = gateway.status.snapshot().uplink.connects;
       const release = await holdIngestWrites(cloud.database);
-      let pending: Promise<{ status: number }> | undefined;
+      let pending: Promise<{ status: number }[]> | undefined;
       try {
-        // One request waiting for the held writes: the cloud is at its limit (INGEST_MAX_PENDING 1).
+        // LIMIT requests waiting for the held writes: the cloud is at its limit (INGEST_MAX_PENDING).
         const probe = await createDevice(cloud, user.token, siteId, { local_id: 'probe' });
-        pending = cloud.http.post(
-          '/v1/ingest',
-          { device: 'probe', measurements: [{ type: 'temperature', value: 1 }] },
-          { token: probe.ingest_token },
+        pending = Promise.all(
+          Array.from({ length: LIMIT }, (_, i) =>
+            cloud.http.post(
+              '/v1/ingest',
+              { device: 'probe', measurements: [{ type: 'temperature', value: i }] },
+              { token: probe.ingest_token },
+            ),
+          ),
         );
-        await until(() => cloud.cloud.services.ingest.overloaded(), 'the request to be pending', 30_000);
+        await until(() => cloud.cloud.services.ingest.overloaded(), 'the requests to be pending', 30_000);
         gateway.uplink.start();
         // The bridge answers a connection's publishes in order, so the refusals reach the gateway
         // once the writes ahead of them (its announcement) are released.
@@ -84,7 +97,7 @@ describe.each(DATABASES.filter((db) => db === 'postgres'))(
       } finally {
         await release();
       }
-      expect((await pending)?.status).toBe(200);
+      expect((await pending)?.map((r) => r.status)).toEqual(Array(LIMIT).fill(200));
       await until(() => gateway.status.snapshot().buffer.depth === 0, 'the backlog to drain', 60_000);
 
       // The cloud refused some with 0x97, and the gateway kept them and sent them again after a

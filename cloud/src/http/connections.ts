@@ -35,12 +35,15 @@ export interface ConnectionLimits {
 }
 
 /**
- * How long a connection held only for room under `maxPipelined` waits before it is read all the same.
- * Node closes a connection that sits in the middle of a request for `headersTimeout` (60 s), and one
- * with nothing unanswered for `keepAliveTimeout` (65 s): a connection must be read well within both.
- * Room is short for longer only when the pipelined requests cannot be answered (held behind event
- * streams, which are never answered) or when the clients have more queued than the process answers
- * in that time; the read it then brings is bounded by `cutPipelined`.
+ * How long a connection may go unread for room under `maxPipelined`, counted from when it stopped
+ * being read (paused for its own depth or for the bound), before it is read all the same. Node closes
+ * a connection that sits in the middle of a request for `headersTimeout` (60 s), and one with nothing
+ * unanswered for `keepAliveTimeout` (65 s, counted from its last answer, however long before the
+ * pause that was): a connection must be read well within both, so one with nothing unanswered is
+ * also read all the same once it has been idle for all but KEEP_ALIVE_MARGIN_MS of
+ * `keepAliveTimeout`. Room is short for longer only when the pipelined requests cannot be answered
+ * (held behind event streams, which are never answered) or when the clients have more queued than
+ * the process answers in that time; the read it then brings is bounded by `cutPipelined`.
  */
 export const READY_MAX_WAIT_MS = 30_000;
 /**
@@ -50,6 +53,8 @@ export const READY_MAX_WAIT_MS = 30_000;
 const READ_BYTES = 65_536;
 /** How often connections waiting for room are looked at while no answer comes. */
 const WAKE_MS = 100;
+/** How long before Node's keep-alive timeout an idle connection waiting for room is read (at most half the timeout). */
+const KEEP_ALIVE_MARGIN_MS = 5000;
 
 /**
  * How long a connection refused for HTTP_MAX_CONNECTIONS may take to read its 503 and close, whatever
@@ -78,6 +83,9 @@ const PAUSED = 1;
 /** Not read: waiting for room under `maxPipelined` (in `ready`, in the order it began to wait). */
 const READY = 2;
 
+/** How long Node keeps a connection with nothing unanswered open (`server.keepAliveTimeout`; 0: forever). */
+type KeepAlive = () => number;
+
 /** One open connection. */
 interface Conn {
   state: typeof READING | typeof PAUSED | typeof READY;
@@ -93,6 +101,10 @@ interface Conn {
   reservedSeq: number;
   /** Read again for one read: paused again as that read's first request comes. */
   oneRead: boolean;
+  /** When it last stopped being read (`performance.now()`): its wait for room counts from then. */
+  stoppedAt: number;
+  /** When its last unanswered request was answered (`performance.now()`): Node's keep-alive clock. */
+  idleAt: number;
 }
 
 /**
@@ -106,8 +118,9 @@ interface Conn {
  *   client sending one request at a time (a device, a browser, an event stream) is never paused by
  *   it. Paused connections are read again one at a time, in the order they began to wait, each
  *   once there is room under `maxPipelined` for as many of its requests as one read can bring (64
- *   KiB of them, by its average request's size), or once it has waited `readyMaxWaitMs`; while more
- *   than half the bound is pipelined, such a connection gets that one read and waits again;
+ *   KiB of them, by its average request's size), or once it has gone unread for `readyMaxWaitMs` (an
+ *   idle one also before Node's keep-alive timeout would close it); while more than half the bound is
+ *   pipelined, such a connection gets that one read and waits again;
  * - Node parses a whole read (up to 64 KiB, some 1,400 minimal requests) before it can stop, so what
  *   one read brings is the client's to choose: a connection whose read brings a pipelined request
  *   while `cutPipelined` are pipelined is closed at once (its unanswered requests were never
@@ -124,8 +137,12 @@ export class Connections {
   private readonly open = new Map<Socket, Conn>();
   /** Connections read now that have pipelined: those paused, all together, past `maxPipelined`. */
   private readonly readingPipeliners = new Set<Socket>();
-  /** Connections waiting for room under `maxPipelined`, in the order they began to, and since when. */
+  /**
+   * Connections waiting for room under `maxPipelined`, in the order they began to, and when each is
+   * read all the same (`performance.now()`).
+   */
   private readonly ready = new Map<Socket, number>();
+  private keepAlive: KeepAlive = () => 0;
   /** Connections with nothing unanswered after at least one answer, longest idle first, and since when. */
   private readonly idle = new Map<Socket, number>();
   /** Connections refused for `maxConnections` and not yet closed. */
@@ -166,6 +183,7 @@ export class Connections {
    * one on a connection closed for `cutPipelined`).
    */
   track(server: http.Server, handle: (req: http.IncomingMessage, res: http.ServerResponse) => void): void {
+    this.keepAlive = () => server.keepAliveTimeout;
     server.on('connection', (socket: Socket) => {
       if (this.open.size >= this.maxConnections && !this.reclaimIdle()) {
         this.refuse(socket);
@@ -179,6 +197,8 @@ export class Connections {
         reserved: 0,
         reservedSeq: 0,
         oneRead: false,
+        stoppedAt: 0,
+        idleAt: performance.now(),
       };
       this.open.set(socket, conn);
       socket.once('close', () => this.closed(socket));
@@ -223,6 +243,12 @@ export class Connections {
         (count > this.depth || (oneRead && this.pipelinedNow > this.maxPipelined / 2))
       )
         this.pauseConn(socket, conn);
+      else if (conn.state === READY && count > this.depth / 2) {
+        // Paused for room in the middle of a read whose rest took it past half its depth: it waits
+        // for its own answers before it waits for room again, as if paused for its depth.
+        this.ready.delete(socket);
+        conn.state = PAUSED;
+      }
       if (count > 1 && this.pipelinedNow > this.maxPipelined)
         for (const s of this.readingPipeliners) this.pauseConn(s, this.open.get(s)!);
       // 'close' follows the answer's end, or the connection's loss before it.
@@ -237,7 +263,10 @@ export class Connections {
     const count = conn.unanswered--;
     this.heldNow--;
     if (count > 1) this.pipelinedNow--;
-    if (conn.unanswered === 0 && conn.state === READING) this.idle.set(socket, Date.now());
+    if (conn.unanswered === 0) {
+      conn.idleAt = performance.now();
+      if (conn.state === READING) this.idle.set(socket, Date.now());
+    }
     if (conn.state === PAUSED && conn.unanswered <= this.depth / 2) this.waitForRoom(socket, conn);
     this.pump();
   }
@@ -270,6 +299,7 @@ export class Connections {
     // Paused before the read it was read again for came: that read is not coming now.
     if (conn.reserved > 0) this.release(conn);
     conn.oneRead = false;
+    conn.stoppedAt = performance.now();
     this.readingPipeliners.delete(socket);
     if (conn.unanswered > this.depth / 2) conn.state = PAUSED;
     else this.waitForRoom(socket, conn);
@@ -278,27 +308,45 @@ export class Connections {
 
   private waitForRoom(socket: Socket, conn: Conn): void {
     conn.state = READY;
-    this.ready.set(socket, performance.now());
+    this.ready.set(socket, this.readAnywayAt(conn));
     this.wake();
+  }
+
+  /**
+   * When a connection waiting for room is read all the same: `readyMaxWaitMs` after it stopped being
+   * read, and, with nothing unanswered, before Node's keep-alive timeout closes it (a request its
+   * client sent meanwhile would be lost with it).
+   */
+  private readAnywayAt(conn: Conn): number {
+    const waited = conn.stoppedAt + this.readyMaxWaitMs;
+    const keepAlive = this.keepAlive();
+    if (conn.unanswered > 0 || keepAlive <= 0) return waited;
+    return Math.min(waited, conn.idleAt + keepAlive - Math.min(KEEP_ALIVE_MARGIN_MS, keepAlive / 2));
   }
 
   /**
    * Reads connections waiting for room again, in the order they began to wait: each once the room
    * under `maxPipelined` (less what is set aside for the reads of those read again just before) holds
-   * as many of its requests as one read can bring, or once it has waited `readyMaxWaitMs`. Room for
-   * its read is set aside until the read comes, or until the event loop has been round twice (a
-   * socket read again is read in the next turn's poll at the latest; a client with nothing more to
-   * send brings nothing, and its room must not stay taken).
+   * as many of its requests as one read can bring, and none before it is still waiting; or once its
+   * time to be read all the same has come (`readAnywayAt`; looked for past the first that does not
+   * fit only when `overdueToo`, from the timer, since those times are not in the queue's order).
+   * Room for its read is set aside until the read comes, or until the event loop has been round
+   * twice (a socket read again is read in the next turn's poll at the latest; a client with nothing
+   * more to send brings nothing, and its room must not stay taken).
    */
-  private pump(): void {
+  private pump(overdueToo = false): void {
     if (this.ready.size === 0) return;
     const now = performance.now();
     let resumed: [Conn, number][] | null = null;
-    for (const [socket, since] of this.ready) {
+    let blocked = false;
+    for (const [socket, readAnywayAt] of this.ready) {
       const conn = this.open.get(socket)!;
       const need = this.readSize(socket, conn);
-      const room = this.maxPipelined - this.pipelinedNow - this.reservedNow;
-      if (need > room && now - since < this.readyMaxWaitMs) break;
+      if (!blocked && need > this.maxPipelined - this.pipelinedNow - this.reservedNow) blocked = true;
+      if (blocked && now < readAnywayAt) {
+        if (overdueToo) continue;
+        break;
+      }
       this.ready.delete(socket);
       conn.state = READING;
       conn.oneRead = true;
@@ -307,7 +355,11 @@ export class Connections {
       conn.reservedSeq = ++this.reservedSeq;
       this.reservedNow += need;
       (resumed ??= []).push([conn, conn.reservedSeq]);
-      if (conn.unanswered === 0) this.idle.set(socket, Date.now());
+      if (conn.unanswered === 0) {
+        // To the back of the idle order: it is read again now, not idle longest.
+        this.idle.delete(socket);
+        this.idle.set(socket, Date.now());
+      }
       if (!socket.destroyed) resume(socket);
     }
     if (resumed !== null) {
@@ -343,7 +395,7 @@ export class Connections {
     if (this.timer !== null) return;
     this.timer = setTimeout(() => {
       this.timer = null;
-      this.pump();
+      this.pump(true);
     }, WAKE_MS);
     this.timer.unref();
   }

@@ -180,6 +180,145 @@ describe('connections', () => {
     expect(b.answers.map((x) => x.body)).toEqual(['/b0', '/b1', '/b2', '/b3']);
   });
 
+  it("read an idle connection waiting for room before Node's keep-alive timeout would close it with a request unread", async () => {
+    // The bound stays full behind an event stream (never answered), so room never comes, and the
+    // wait for room alone (readyMaxWaitMs) outlasts the keep-alive timeout, which counts from the
+    // idle connection's last answer. Closed then, the request its client sent meanwhile is lost.
+    const { connections, port } = await serve(
+      10,
+      (req, res) => {
+        if (req.url !== '/stream') res.end(req.url);
+      },
+      { readyMaxWaitMs: 20_000 },
+    );
+    server!.keepAliveTimeout = 1500;
+    const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
+    const [p, a] = [new RawHttpConnection(port), new RawHttpConnection(port)];
+    clients.push(p, a);
+    await Promise.all([p.connected(), a.connected()]);
+    // p pipelines (so the bound pauses it), is answered, and is idle from here.
+    p.write(get('/p0') + get('/p1') + get('/p2'));
+    await p.answered(3);
+    a.write(get('/stream') + Array.from({ length: 11 }, (_, i) => get(`/a${i}`)).join(''));
+    await eventually(() => connections.pipelined === 11, 'the bound to be full');
+    p.write(get('/p3'));
+    let closed = false;
+    void p.closed.then(() => (closed = true));
+    await eventually(() => p.answers.length === 4 || closed, 'the idle connection read or closed');
+    expect(closed).toBe(false);
+    expect(p.answers.map((x) => x.body)).toEqual(['/p0', '/p1', '/p2', '/p3']);
+  });
+
+  it('count the wait for room from when a connection stopped being read, its wait for its own answers included', async () => {
+    // b pipelines past its depth and is paused for it (the bound is not passed before); its answers
+    // are held for 1.5 s while the bound stays full behind an event stream, so that, once they are
+    // out, only readyMaxWaitMs reads it again. Counted from the pause it is read 2 s after it;
+    // counted from its answers, 3.5 s.
+    const held: (() => void)[] = [];
+    let holding = true;
+    const { connections, port } = await serve(
+      10,
+      (req, res) => {
+        if (req.url === '/stream' || req.url!.startsWith('/a')) return;
+        if (holding) held.push(() => res.end(req.url));
+        else res.end(req.url);
+      },
+      { depth: 4, readyMaxWaitMs: 2000 },
+    );
+    const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
+    const [a, b] = [new RawHttpConnection(port), new RawHttpConnection(port)];
+    clients.push(a, b);
+    await Promise.all([a.connected(), b.connected()]);
+    // Six pipelined behind the stream: b's fourth pipelined request (its fifth, past its depth of
+    // four) reaches the bound of ten without passing it, and once b's own are answered the six
+    // leave room for fewer than one read of b (five, half the bound).
+    a.write(get('/stream') + Array.from({ length: 6 }, (_, i) => get(`/a${i}`)).join(''));
+    await eventually(() => connections.pipelined === 6, "a's requests read");
+    b.write(Array.from({ length: 8 }, (_, i) => get(`/b${i}`)).join(''));
+    await eventually(() => connections.held === 15, "b's requests read");
+    expect(connections.pipelined).toBe(13);
+    const pausedAt = performance.now();
+    b.write(get('/b8'));
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    holding = false;
+    for (const answer of held.splice(0)) answer();
+    await b.answered(9);
+    const waited = performance.now() - pausedAt;
+    expect(b.answers.map((x) => x.body)).toEqual(Array.from({ length: 9 }, (_, i) => `/b${i}`));
+    expect(waited).toBeGreaterThanOrEqual(1900);
+    expect(waited).toBeLessThan(3000);
+  });
+
+  it('keep a connection paused mid-read past half its depth from being read again until its own answers are out', async () => {
+    // b's one read passes the bound at its second request, so b waits for room; the rest of the same
+    // read takes it to twelve unanswered, three times its depth. Read again then (here at
+    // readyMaxWaitMs, as room never comes), it would read twelve more while holding its twelve.
+    const held: (() => void)[] = [];
+    let holding = true;
+    const { connections, port } = await serve(
+      10,
+      (req, res) => {
+        if (req.url === '/stream') return;
+        if (holding && req.url!.startsWith('/b')) held.push(() => res.end(req.url));
+        else if (!req.url!.startsWith('/a')) res.end(req.url);
+      },
+      { depth: 4, readyMaxWaitMs: 300, cutPipelined: 1000 },
+    );
+    const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
+    const [a, b, c] = [new RawHttpConnection(port), new RawHttpConnection(port), new RawHttpConnection(port)];
+    clients.push(a, b, c);
+    await Promise.all([a.connected(), b.connected(), c.connected()]);
+    a.write(get('/stream') + Array.from({ length: 10 }, (_, i) => get(`/a${i}`)).join(''));
+    await eventually(() => connections.pipelined === 10, 'the bound to be reached');
+    b.write(Array.from({ length: 12 }, (_, i) => get(`/b${i}`)).join(''));
+    await eventually(() => connections.held === 23, "b's first read");
+    b.write(Array.from({ length: 12 }, (_, i) => get(`/b${12 + i}`)).join(''));
+    // Past readyMaxWaitMs, and then c (a device) read and answered: the event loop has been round.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    c.write(get('/c'));
+    await c.answered(1);
+    for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
+    expect(connections.held).toBe(23);
+    holding = false;
+    for (const answer of held.splice(0)) answer();
+    await b.answered(24);
+    expect(b.answers.map((x) => x.body)).toEqual(Array.from({ length: 24 }, (_, i) => `/b${i}`));
+  });
+
+  it('take the connection idle longest for a new one at the limit, not one read again after waiting for room', async () => {
+    // p and then q go idle; p, which has pipelined, waits for room behind a full bound and is read
+    // again at readyMaxWaitMs. A fourth connection at a limit of three then takes q, idle longest.
+    const { connections, port } = await serve(
+      10,
+      (req, res) => {
+        if (req.url !== '/stream') res.end(req.url);
+      },
+      { readyMaxWaitMs: 200, maxConnections: 3 },
+    );
+    const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
+    const [p, q, a] = [new RawHttpConnection(port), new RawHttpConnection(port), new RawHttpConnection(port)];
+    clients.push(p, q, a);
+    await Promise.all([p.connected(), q.connected(), a.connected()]);
+    p.write(get('/p0') + get('/p1'));
+    await p.answered(2);
+    q.write(get('/q0'));
+    await q.answered(1);
+    const qIdleAt = performance.now();
+    a.write(get('/stream') + Array.from({ length: 11 }, (_, i) => get(`/a${i}`)).join(''));
+    await eventually(() => connections.pauses >= 2, 'p and a to be paused');
+    // q idle for over RECLAIM_IDLE_MS; p read again well within it.
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, qIdleAt + 1100 - performance.now())));
+    const n = new RawHttpConnection(port);
+    clients.push(n);
+    await n.connected();
+    n.write(get('/n0'));
+    await n.answered(1);
+    expect(n.answers[0]!.status).toBe(200);
+    await q.closed;
+    expect(connections.reclaimed).toBe(1);
+    expect(connections.refused).toBe(0);
+  });
+
   it('read paused connections again only as far as room under the bound allows', async () => {
     // Twenty connections each pipeline 70 requests at once, twice. The first reads go past the bound
     // (a new connection is read before anything can be paused) and past each connection's depth, so
