@@ -50,9 +50,60 @@ describe('connections', () => {
     return { connections, port, serverSocket };
   }
 
+  /** A request for `path`, as a client writes it. */
+  const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
+
   /** `n` requests `GET /<c>/<from>`, `GET /<c>/<from + 1>`, ... as a client pipelines them, in one string. */
   const pipeline = (c: number, from: number, n: number) =>
-    Array.from({ length: n }, (_, i) => `GET /${c}/${from + i} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`).join('');
+    Array.from({ length: n }, (_, i) => get(`/${c}/${from + i}`)).join('');
+
+  /** `n` connections to `port`, connected. */
+  async function open(port: number, n: number): Promise<RawHttpConnection[]> {
+    const opened = Array.from({ length: n }, () => new RawHttpConnection(port));
+    clients.push(...opened);
+    await Promise.all(opened.map((c) => c.connected()));
+    return opened;
+  }
+
+  /** A server with a bound of ten that answers every request at once but `/stream`, never answered (an event stream). */
+  const serveStreams = (limits: ConnectionLimits) =>
+    serve(
+      10,
+      (req, res) => {
+        if (req.url !== '/stream') res.end(req.url);
+      },
+      limits,
+    );
+
+  /** Fills the bound of ten for good: a stream on `client` and eleven requests pipelined behind it. */
+  async function fillBound(connections: Connections, client: RawHttpConnection): Promise<void> {
+    client.write(get('/stream') + Array.from({ length: 11 }, (_, i) => get(`/a${i}`)).join(''));
+    await eventually(() => connections.pipelined === 11, 'the bound to be full');
+  }
+
+  /**
+   * A server with a bound of ten that never answers `/stream` nor `/a…` (what is pipelined behind a
+   * stream), holds the answers to `/b…` until `release()` and answers them at once after, and
+   * answers anything else at once.
+   */
+  async function serveHoldingB(limits: ConnectionLimits) {
+    const held: (() => void)[] = [];
+    let holding = true;
+    const served = await serve(
+      10,
+      (req, res) => {
+        if (req.url === '/stream' || req.url!.startsWith('/a')) return;
+        if (holding && req.url!.startsWith('/b')) held.push(() => res.end(req.url));
+        else res.end(req.url);
+      },
+      limits,
+    );
+    const release = () => {
+      holding = false;
+      for (const answer of held.splice(0)) answer();
+    };
+    return { ...served, release };
+  }
 
   /** `n` connections to `port`, opened one after the other, each handed to `each` once connected. */
   async function connectAll(
@@ -84,7 +135,7 @@ describe('connections', () => {
       if (released) answer();
       else waiting.push(answer);
     });
-    const request = (c: number, n: number) => `GET /${c}/${n} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
+    const request = (c: number, n: number) => get(`/${c}/${n}`);
     const sent: number[] = [];
     for (let c = 0; c < CONNECTIONS; c++) {
       const client = new RawHttpConnection(port);
@@ -139,13 +190,11 @@ describe('connections', () => {
     // Nothing is answered: only a closed connection can bring the count down. The first connection's
     // one read goes past twice the bound, which would close it: that bound is out of reach here.
     const { connections, port, serverSocket } = await serve(10, () => undefined, { cutPipelined: 1000 });
-    const get = (n: number) => Array(n).fill('GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n').join('');
-    const [a, b] = [new RawHttpConnection(port), new RawHttpConnection(port)];
-    clients.push(a, b);
-    await Promise.all([a.connected(), b.connected()]);
-    a.write(get(30));
+    const gets = (n: number) => Array(n).fill(get('/')).join('');
+    const [a, b] = (await open(port, 2)) as [RawHttpConnection, RawHttpConnection];
+    a.write(gets(30));
     await eventually(() => connections.pipelined === 29, 'the first connection to be read');
-    b.write(get(3));
+    b.write(gets(3));
     const bServer = await eventually(() => serverSocket(b), 'the second connection');
     await eventually(() => connections.held === 33, 'the second connection to be read');
     expect(bServer.isPaused()).toBe(true);
@@ -158,19 +207,9 @@ describe('connections', () => {
   it('read a connection waiting for room all the same once it has waited readyMaxWaitMs, while others keep the bound full', async () => {
     // `/stream` is never answered, as an event stream: what is pipelined behind it stays, and keeps
     // the process-wide bound full, so room never comes.
-    const { connections, port } = await serve(
-      10,
-      (req, res) => {
-        if (req.url !== '/stream') res.end(req.url);
-      },
-      { readyMaxWaitMs: 300 },
-    );
-    const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
-    const [a, b] = [new RawHttpConnection(port), new RawHttpConnection(port)];
-    clients.push(a, b);
-    await Promise.all([a.connected(), b.connected()]);
-    a.write(get('/stream') + Array.from({ length: 11 }, (_, i) => get(`/a${i}`)).join(''));
-    await eventually(() => connections.pipelined === 11, 'the bound to be full');
+    const { connections, port } = await serveStreams({ readyMaxWaitMs: 300 });
+    const [a, b] = (await open(port, 2)) as [RawHttpConnection, RawHttpConnection];
+    await fillBound(connections, a);
     b.write(get('/b0') + get('/b1') + get('/b2'));
     await b.answered(3);
     const waitedFrom = performance.now();
@@ -184,23 +223,13 @@ describe('connections', () => {
     // The bound stays full behind an event stream (never answered), so room never comes, and the
     // wait for room alone (readyMaxWaitMs) outlasts the keep-alive timeout, which counts from the
     // idle connection's last answer. Closed then, the request its client sent meanwhile is lost.
-    const { connections, port } = await serve(
-      10,
-      (req, res) => {
-        if (req.url !== '/stream') res.end(req.url);
-      },
-      { readyMaxWaitMs: 20_000 },
-    );
+    const { connections, port } = await serveStreams({ readyMaxWaitMs: 20_000 });
     server!.keepAliveTimeout = 1500;
-    const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
-    const [p, a] = [new RawHttpConnection(port), new RawHttpConnection(port)];
-    clients.push(p, a);
-    await Promise.all([p.connected(), a.connected()]);
+    const [p, a] = (await open(port, 2)) as [RawHttpConnection, RawHttpConnection];
     // p pipelines (so the bound pauses it), is answered, and is idle from here.
     p.write(get('/p0') + get('/p1') + get('/p2'));
     await p.answered(3);
-    a.write(get('/stream') + Array.from({ length: 11 }, (_, i) => get(`/a${i}`)).join(''));
-    await eventually(() => connections.pipelined === 11, 'the bound to be full');
+    await fillBound(connections, a);
     p.write(get('/p3'));
     let closed = false;
     void p.closed.then(() => (closed = true));
@@ -214,21 +243,8 @@ describe('connections', () => {
     // are held for 1.5 s while the bound stays full behind an event stream, so that, once they are
     // out, only readyMaxWaitMs reads it again. Counted from the pause it is read 2 s after it;
     // counted from its answers, 3.5 s.
-    const held: (() => void)[] = [];
-    let holding = true;
-    const { connections, port } = await serve(
-      10,
-      (req, res) => {
-        if (req.url === '/stream' || req.url!.startsWith('/a')) return;
-        if (holding) held.push(() => res.end(req.url));
-        else res.end(req.url);
-      },
-      { depth: 4, readyMaxWaitMs: 2000 },
-    );
-    const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
-    const [a, b] = [new RawHttpConnection(port), new RawHttpConnection(port)];
-    clients.push(a, b);
-    await Promise.all([a.connected(), b.connected()]);
+    const { connections, port, release } = await serveHoldingB({ depth: 4, readyMaxWaitMs: 2000 });
+    const [a, b] = (await open(port, 2)) as [RawHttpConnection, RawHttpConnection];
     // Six pipelined behind the stream: b's fourth pipelined request (its fifth, past its depth of
     // four) reaches the bound of ten without passing it, and once b's own are answered the six
     // leave room for fewer than one read of b (five, half the bound).
@@ -240,8 +256,7 @@ describe('connections', () => {
     const pausedAt = performance.now();
     b.write(get('/b8'));
     await new Promise((resolve) => setTimeout(resolve, 1500));
-    holding = false;
-    for (const answer of held.splice(0)) answer();
+    release();
     await b.answered(9);
     const waited = performance.now() - pausedAt;
     expect(b.answers.map((x) => x.body)).toEqual(Array.from({ length: 9 }, (_, i) => `/b${i}`));
@@ -253,21 +268,12 @@ describe('connections', () => {
     // b's one read passes the bound at its second request, so b waits for room; the rest of the same
     // read takes it to twelve unanswered, three times its depth. Read again then (here at
     // readyMaxWaitMs, as room never comes), it would read twelve more while holding its twelve.
-    const held: (() => void)[] = [];
-    let holding = true;
-    const { connections, port } = await serve(
-      10,
-      (req, res) => {
-        if (req.url === '/stream') return;
-        if (holding && req.url!.startsWith('/b')) held.push(() => res.end(req.url));
-        else if (!req.url!.startsWith('/a')) res.end(req.url);
-      },
-      { depth: 4, readyMaxWaitMs: 300, cutPipelined: 1000 },
-    );
-    const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
-    const [a, b, c] = [new RawHttpConnection(port), new RawHttpConnection(port), new RawHttpConnection(port)];
-    clients.push(a, b, c);
-    await Promise.all([a.connected(), b.connected(), c.connected()]);
+    const { connections, port, release } = await serveHoldingB({
+      depth: 4,
+      readyMaxWaitMs: 300,
+      cutPipelined: 1000,
+    });
+    const [a, b, c] = (await open(port, 3)) as [RawHttpConnection, RawHttpConnection, RawHttpConnection];
     a.write(get('/stream') + Array.from({ length: 10 }, (_, i) => get(`/a${i}`)).join(''));
     await eventually(() => connections.pipelined === 10, 'the bound to be reached');
     b.write(Array.from({ length: 12 }, (_, i) => get(`/b${i}`)).join(''));
@@ -279,8 +285,7 @@ describe('connections', () => {
     await c.answered(1);
     for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
     expect(connections.held).toBe(23);
-    holding = false;
-    for (const answer of held.splice(0)) answer();
+    release();
     await b.answered(24);
     expect(b.answers.map((x) => x.body)).toEqual(Array.from({ length: 24 }, (_, i) => `/b${i}`));
   });
@@ -288,23 +293,14 @@ describe('connections', () => {
   it('take the connection idle longest for a new one at the limit, not one read again after waiting for room', async () => {
     // p and then q go idle; p, which has pipelined, waits for room behind a full bound and is read
     // again at readyMaxWaitMs. A fourth connection at a limit of three then takes q, idle longest.
-    const { connections, port } = await serve(
-      10,
-      (req, res) => {
-        if (req.url !== '/stream') res.end(req.url);
-      },
-      { readyMaxWaitMs: 200, maxConnections: 3 },
-    );
-    const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
-    const [p, q, a] = [new RawHttpConnection(port), new RawHttpConnection(port), new RawHttpConnection(port)];
-    clients.push(p, q, a);
-    await Promise.all([p.connected(), q.connected(), a.connected()]);
+    const { connections, port } = await serveStreams({ readyMaxWaitMs: 200, maxConnections: 3 });
+    const [p, q, a] = (await open(port, 3)) as [RawHttpConnection, RawHttpConnection, RawHttpConnection];
     p.write(get('/p0') + get('/p1'));
     await p.answered(2);
     q.write(get('/q0'));
     await q.answered(1);
     const qIdleAt = performance.now();
-    a.write(get('/stream') + Array.from({ length: 11 }, (_, i) => get(`/a${i}`)).join(''));
+    await fillBound(connections, a);
     await eventually(() => connections.pauses >= 2, 'p and a to be paused');
     // q idle for over RECLAIM_IDLE_MS; p read again well within it.
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, qIdleAt + 1100 - performance.now())));
