@@ -56,6 +56,8 @@ const BACK_WITHIN_MS = { full: 15_000, short: 30_000 };
  * verdict. A longer watch shows where the rate settles and how much it moves from window to window.
  */
 const WATCH_MS = Number(process.env.CHAOS_WATCH_MS ?? 0);
+/** The closed loop before the rate is measured (CHAOS_WARMUP_MS; 3 s, 0.5 s in the short form). */
+const WARMUP_MS = process.env.CHAOS_WARMUP_MS ? Number(process.env.CHAOS_WARMUP_MS) : null;
 
 /**
  * Scenario 5 of issue 24: ten times the sustainable ingest rate. The sustainable rate is measured
@@ -88,7 +90,9 @@ export const overload: Scenario = {
     const cpu = () => process.cpuUsage();
     const postgres = options.db === 'postgres' ? await PostgresFigures.open(inst.databaseUrl) : null;
     try {
-      await sender.closedLoop(MEASURE_CONNECTIONS, options.full ? 3000 : 500); // warm up: channels made, statements prepared
+      // Warm up: channels made, statements prepared (CHAOS_WARMUP_MS for longer: the rate before
+      // then measured on an older process and a larger database).
+      await sender.closedLoop(MEASURE_CONNECTIONS, WARMUP_MS ?? (options.full ? 3000 : 500));
       // CPU each side used while the rate was measured: which one was the limit.
       const busy: string[] = [];
       const measured = async (ms: number) => {
