@@ -83,9 +83,6 @@ const PAUSED = 1;
 /** Not read: waiting for room under `maxPipelined` (in `ready`, in the order it began to wait). */
 const READY = 2;
 
-/** How long Node keeps a connection with nothing unanswered open (`server.keepAliveTimeout`; 0: forever). */
-type KeepAlive = () => number;
-
 /** One open connection. */
 interface Conn {
   state: typeof READING | typeof PAUSED | typeof READY;
@@ -142,7 +139,8 @@ export class Connections {
    * read all the same (`performance.now()`).
    */
   private readonly ready = new Map<Socket, number>();
-  private keepAlive: KeepAlive = () => 0;
+  /** How long Node keeps a connection with nothing unanswered open (`server.keepAliveTimeout`; 0: forever). */
+  private keepAlive = (): number => 0;
   /** Connections with nothing unanswered after at least one answer, longest idle first, and since when. */
   private readonly idle = new Map<Socket, number>();
   /** Connections refused for `maxConnections` and not yet closed. */
