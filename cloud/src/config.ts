@@ -107,6 +107,9 @@ const EnvSchema = z.object({
 
 export type Env = z.input<typeof EnvSchema>;
 
+/** Every variable the cloud reads (the README's "Configure" table lists each one). */
+export const ENV_VARIABLES: readonly string[] = Object.keys(EnvSchema.shape);
+
 /** Where the clustered MQTT bridge keeps its shared state (cloud/src/mqtt/cluster.ts). */
 export interface RedisSettings {
   /** `redis://[:password@]host[:port][/db]` or `rediss://...` */

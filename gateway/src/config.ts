@@ -123,7 +123,8 @@ const ChirpstackSchema = z
   })
   .strict();
 
-const FileSchema = z
+/** The configuration file (hardware/pi/gateway.example.yaml shows every key). */
+export const FileSchema = z
   .object({
     gateway: z
       .object({

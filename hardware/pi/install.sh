@@ -13,9 +13,14 @@ if [ "$(id -u)" -ne 0 ]; then echo "run as root (sudo)"; exit 1; fi
 
 echo "== packages"
 apt-get update -qq
-# Node.js 20 or newer from Debian (bookworm ships 18: use the NodeSource or Debian backports
-# package when `node --version` is older than 20). Build tools for the native modules.
-apt-get install -y -qq --no-install-recommends nodejs npm build-essential python3 ca-certificates >/dev/null
+# Build tools for the native modules, and rsync for the copy.
+apt-get install -y -qq --no-install-recommends build-essential python3 ca-certificates rsync >/dev/null
+# Node.js: the one installed (NodeSource's nodejs carries its npm and conflicts with Debian's npm
+# package), else Debian's, which must be 20 or newer (bookworm ships 18: install Node.js 20 from
+# NodeSource or Debian backports first).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
 node_major=$(node -p 'process.versions.node.split(".")[0]')
 if [ "$node_major" -lt 20 ]; then
   echo "Node.js $(node --version) is too old: install Node.js 20 or newer, then run this again"; exit 1
@@ -28,18 +33,7 @@ install -d -o sensor-gateway -g sensor-gateway -m 0750 "$DATA"
 install -d -o root -g sensor-gateway -m 0750 "$ETC"
 
 echo "== program in $APP"
-install -d "$APP"
-# Only what the gateway needs: its code, the shared wire code and the package files.
-rsync -a --delete --exclude node_modules --exclude data --exclude .git \
-  "$SRC/package.json" "$SRC/package-lock.json" "$SRC/tsconfig.json" \
-  "$SRC/gateway" "$SRC/shared" "$SRC/hardware" "$SRC/docs" "$APP/"
-(cd "$APP" && npm ci --omit=dev --no-audit --no-fund)
-cat > "$APP/run-gateway" <<'RUN'
-#!/bin/sh
-# Starts the gateway as `npm run gateway -- "$@"` does (--check probes everything, --validate only the file).
-cd /opt/sensor-gateway && exec node --max-old-space-size=64 --max-semi-space-size=2 --import tsx gateway/src/main.ts "$@"
-RUN
-chmod 0755 "$APP/run-gateway"
+bash "$SRC/hardware/pi/install-program.sh" "$SRC" "$APP"
 
 echo "== configuration in $ETC"
 if [ ! -f "$ETC/gateway.yaml" ]; then

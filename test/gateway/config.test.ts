@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { ConfigError, loadConfig } from '../../gateway/src/config.ts';
+import { ConfigError, FileSchema, loadConfig } from '../../gateway/src/config.ts';
 import { ROOT } from '../helpers/process.ts';
 import { LocalBridge } from './helpers/bridge.ts';
 import { localBundle, tempDir, writeGatewayConfig } from './helpers/gateway.ts';
@@ -40,6 +40,14 @@ describe('gateway configuration', () => {
     expect(config.collectors.shelly_mqtt?.port).toBe(1883);
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.collectors.shelly_http)).toBe(true);
+  });
+
+  it('the shipped example names every key the file may hold', () => {
+    const example = fs.readFileSync(path.join(ROOT, 'hardware/pi/gateway.example.yaml'), 'utf8');
+    const missing = schemaKeys(FileSchema).filter(
+      (key) => !new RegExp(`(^|[\\s{#,])${key}:`, 'm').test(example),
+    );
+    expect(missing).toEqual([]);
   });
 
   it.each([
@@ -109,3 +117,20 @@ describe('npm run gateway -- --check', () => {
     expect(valid.code).toBe(0);
   });
 });
+
+interface SchemaDef {
+  type: string;
+  shape?: Record<string, { _zod: { def: SchemaDef } }>;
+  innerType?: { _zod: { def: SchemaDef } };
+  element?: { _zod: { def: SchemaDef } };
+  valueType?: { _zod: { def: SchemaDef } };
+  in?: { _zod: { def: SchemaDef } };
+}
+
+/** Every object key of a zod schema, at any depth (through defaults, arrays and records' values). */
+function schemaKeys(schema: { _zod: { def: SchemaDef } }): string[] {
+  const def = schema._zod.def;
+  if (def.shape) return Object.entries(def.shape).flatMap(([key, inner]) => [key, ...schemaKeys(inner)]);
+  const inner = def.innerType ?? def.element ?? def.valueType ?? def.in;
+  return inner ? schemaKeys(inner) : [];
+}
