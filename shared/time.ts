@@ -18,8 +18,11 @@ export function parseTimestampMicros(text: string): number | null {
   const minute = Number(mi);
   const second = Number(s);
   if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) return null;
-  const ms = Date.UTC(year, month - 1, day, hour, minute, Math.min(second, 59));
-  const check = new Date(ms);
+  // setUTCFullYear, not Date.UTC: Date.UTC reads the years 0 to 99 as 1900 to 1999.
+  const check = new Date(0);
+  check.setUTCFullYear(year, month - 1, day);
+  check.setUTCHours(hour, minute, Math.min(second, 59), 0);
+  const ms = check.getTime();
   if (check.getUTCDate() !== day || check.getUTCMonth() !== month - 1) return null;
   let offsetMinutes = 0;
   if (!z) {
@@ -29,7 +32,9 @@ export function parseTimestampMicros(text: string): number | null {
     offsetMinutes = (sign === '-' ? -1 : 1) * (offH * 60 + offM);
   }
   const micros = frac ? Math.floor(Number(frac.padEnd(9, '0')) / 1000) : 0;
-  return (ms - offsetMinutes * 60_000) * 1000 + micros;
+  const result = (ms - offsetMinutes * 60_000) * 1000 + micros;
+  // Microseconds are exact numbers from about 1685 to 2255 only; a time outside is not one we keep.
+  return Number.isSafeInteger(result) ? result : null;
 }
 
 function pad(n: number, width = 2): string {

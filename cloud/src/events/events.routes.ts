@@ -37,7 +37,13 @@ export function eventRoutes(s: EventRoutesDeps): RouteDef[] {
         'Alarm events of sensor rules and alert rules, newest first (filters: site_id, channel_id, sensor_id, rule_id, state, kind, from/to on started_at)',
       query: ListEvents,
       success: { status: 200, description: 'list envelope of alarm events' },
-      errors: ['invalid_request', 'site_not_found', 'channel_not_found', 'sensor_not_found'],
+      errors: [
+        'invalid_request',
+        'site_not_found',
+        'channel_not_found',
+        'sensor_not_found',
+        'alert_rule_not_found',
+      ],
       handler: async (req) => {
         const user = userOf(req.ctx);
         const q = parseInput(ListEvents, req.query, 'query');

@@ -35,7 +35,7 @@ export class EventsService {
     return event;
   }
 
-  /** A filter naming a site or channel of another account (or none) is 404, like the id itself. */
+  /** A filter naming a site, channel, sensor or rule of another account (or none) is 404, like the id itself. */
   async list(filter: EventFilter, page: PageRequest): Promise<AnyEventRow[]> {
     const { db, sites, events } = this.deps;
     if (filter.siteId !== undefined && !(await sites.find(db, filter.accountId, filter.siteId)))
@@ -57,6 +57,16 @@ export class EventsService {
         .where('account_id', '=', filter.accountId)
         .executeTakeFirst();
       if (!sensor) throw notFound('sensor');
+    }
+    if (filter.ruleId !== undefined) {
+      // A deleted rule of the account still names its events; another account's or none is 404.
+      const rule = await db
+        .selectFrom('alert_rules')
+        .select('id')
+        .where('id', '=', filter.ruleId)
+        .where('account_id', '=', filter.accountId)
+        .executeTakeFirst();
+      if (!rule) throw notFound('alert_rule');
     }
     return events.list(db, filter, page);
   }

@@ -55,6 +55,7 @@ describe.each(DATABASES)('alarm events API on %s', (db) => {
       ['/v1/events?site_id=site_nope', 404, 'site_not_found'],
       ['/v1/events?channel_id=chn_nope', 404, 'channel_not_found'],
       ['/v1/events?sensor_id=snr_nope', 404, 'sensor_not_found'],
+      ['/v1/events?rule_id=alr_nope', 404, 'alert_rule_not_found'],
       ['/v1/events?state=closed', 400, 'invalid_request'],
       ['/v1/events?from=yesterday', 400, 'invalid_request'],
       ['/v1/events?limit=501', 400, 'invalid_request'],
