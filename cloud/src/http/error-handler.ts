@@ -92,7 +92,8 @@ export function errorBody(err: ApiError, requestId: string): ErrorBody {
 
 /**
  * Logs a 5xx answer: a 503 `db_unavailable` goes to the outage log (one line per outage, each
- * refusal at debug level), any other 5xx is a line at error level.
+ * refusal at debug level), a 503 `overloaded` or `not_ready` to no line of its own, any other 5xx is
+ * a line at error level.
  */
 export function logServerError(
   log: Logger,
@@ -102,7 +103,9 @@ export function logServerError(
   requestId: string,
 ): void {
   // Shed requests are counted and logged by ingest (one line when shedding starts, one when it ends).
-  if (apiError.status < 500 || apiError === Overloaded.instance) return;
+  // A 503 `not_ready` is /readyz telling the balancer the process drains or waits for a migration:
+  // an answer it asks for every few seconds, in the access log, not an error.
+  if (apiError.status < 500 || apiError === Overloaded.instance || apiError.code === 'not_ready') return;
   if (dbOutage && apiError.code === 'db_unavailable') {
     dbOutage.refused('request', apiError === err ? (apiError.cause ?? err) : err, { req_id: requestId });
   } else log.error({ err }, 'request failed');

@@ -55,6 +55,9 @@ describe.each(DATABASES)('health checks (%s)', (db) => {
       expect(answer.json.error.code).toBe('not_ready');
       expect(answer.json.error.message).toContain(row.name);
       expect(answer.json.error.request_id).toMatch(/^req_/);
+      // An answer the balancer asks for every few seconds: the access log's line, no error line.
+      const lines = t.logs.filter((l) => l.req_id === answer.json.error.request_id);
+      expect(lines.map((l) => [l.level, l.msg])).toEqual([[30, 'request']]);
       expect((await t.http.get('/healthz')).status).toBe(200);
     } finally {
       await sql`INSERT INTO schema_migrations (name, applied_at) VALUES (${row.name}, ${row.applied_at})`.execute(
