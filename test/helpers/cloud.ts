@@ -54,6 +54,9 @@ export async function startTestCloud(
     DATA_DIR: ownDataDir ?? database.dataDir,
     DATABASE_URL: database.url,
     LOG_LEVEL: 'info',
+    // Tests send readings of fixed dates (2026) against the real clock; the product's 730 days would
+    // refuse them from 2028 on. Tests of retention set their own.
+    RETENTION_DAYS: '36500',
     ...options.env,
   });
   const logs: Record<string, unknown>[] = [];

@@ -67,7 +67,7 @@ export class IngestCore implements Ingest {
       /** Counters only: it runs once per item on the hot path. */
       observer?: IngestObserver;
       clock: Clock;
-      config: Pick<Config, 'rateLimits' | 'rateLimitMode' | 'ingestAdmission'>;
+      config: Pick<Config, 'rateLimits' | 'rateLimitMode' | 'ingestAdmission' | 'retentionDays'>;
       log: Pick<Logger, 'warn' | 'error'>;
     },
   ) {

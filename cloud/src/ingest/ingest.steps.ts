@@ -1,6 +1,7 @@
 import { IngestValidationError, type ValidMeasurement } from '../../../shared/ingest.ts';
 import { newId } from '../../../shared/ids.ts';
 import type { MeasurementKind } from '../../../shared/kinds.ts';
+import { formatSeconds } from '../../../shared/time.ts';
 import { shellyBatteryMeasurement } from '../../../shared/shelly.ts';
 import type { Config } from '../config.ts';
 import {
@@ -13,6 +14,7 @@ import {
 } from '../errors.ts';
 import { findModel } from '../devices/models.ts';
 import type { Logger } from '../logger.ts';
+import { retentionCutoff } from '../retention/retention.ts';
 import { defaultRule, isVertical } from '../sites/verticals.ts';
 import { channelKey, type ChannelCache } from './channel-cache.ts';
 import type {
@@ -81,7 +83,7 @@ export interface IngestGroup {
 
 /** What the steps read besides the group and its transaction. */
 export interface IngestEnv {
-  readonly config: Pick<Config, 'rateLimits' | 'rateLimitMode'>;
+  readonly config: Pick<Config, 'rateLimits' | 'rateLimitMode' | 'retentionDays'>;
   readonly log: Pick<Logger, 'warn'>;
   /** Channels committed by earlier groups. */
   readonly channels: Pick<ChannelCache, 'device'>;
@@ -202,14 +204,22 @@ export async function countRateLimit(g: IngestGroup, tx: IngestTx, env: IngestEn
 
 /**
  * 400/422: content errors, reported only now (after 401, 403 and 429); a Shelly battery value
- * becomes a measurement in the unit the device's model reports.
+ * becomes a measurement in the unit the device's model reports. A time older than the installation
+ * keeps measurements (`RETENTION_DAYS`) is refused here, for every way in: stored, it would be
+ * answered as accepted and then removed by the next retention run.
  */
-export function validateContent(g: IngestGroup): void {
+export function validateContent(g: IngestGroup, _tx: IngestTx, env: IngestEnv): void {
+  const cutoff = retentionCutoff(env.config, g.now);
   g.measurements = g.items.map((item, i) => {
     const d = g.devices[i];
     if (!d) return [];
     if (item.error) {
       fail(g, i, item.error, g.rates[i]);
+      return [];
+    }
+    if ((item.ts ?? item.receivedAt) < cutoff) {
+      const message = `ts is before ${formatSeconds(cutoff)}: this installation keeps measurements for ${env.config.retentionDays} days (RETENTION_DAYS)`;
+      fail(g, i, new InvalidRequest('invalid_request', message, [{ path: 'ts', message }]), g.rates[i]);
       return [];
     }
     if (item.shellyBattery === undefined || item.shellyBattery === null) return item.measurements;

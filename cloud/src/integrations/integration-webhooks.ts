@@ -21,6 +21,7 @@ import { decodePayload, decoderForModel } from '../../../shared/lorawan/payload-
 import { parseTtsMessage, TtsMessageError } from '../../../shared/lorawan/tts-messages.ts';
 import { hashSecret } from '../auth/secrets.ts';
 import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
 import {
   Forbidden,
   InvalidRequest,
@@ -33,6 +34,7 @@ import type { Reply } from '../http/route-table.ts';
 import type { DeliveryLog, IntegrationWays } from '../ingest/ingest.handlers.ts';
 import type { Ingest, IngestItem } from '../ingest/ingest.types.ts';
 import type { Logger } from '../logger.ts';
+import { retentionCutoff } from '../retention/retention.ts';
 import type { Db } from '../storage/database.ts';
 import type { IntegrationDevices } from './integration-devices.ts';
 import type { IntegrationKind, IntegrationRow, IntegrationsRepository } from './integrations.repository.ts';
@@ -80,6 +82,7 @@ export class IntegrationWebhooks implements IntegrationWays {
     private readonly deps: {
       db: Db;
       clock: Clock;
+      config: Pick<Config, 'retentionDays'>;
       log: Logger;
       integrations: IntegrationsRepository;
       devices: IntegrationDevices;
@@ -303,7 +306,9 @@ export class IntegrationWebhooks implements IntegrationWays {
     time: number | null,
     receivedAt: number,
   ): Promise<number> {
-    if (time !== null && time >= EARLIEST_TS_MICROS && time <= receivedAt + MAX_FUTURE_MICROS) return time;
+    // Older than 2000 or than the retention keeps: the network server's clock is wrong, not the reading.
+    const earliest = Math.max(EARLIEST_TS_MICROS, retentionCutoff(this.deps.config, receivedAt));
+    if (time !== null && time >= earliest && time <= receivedAt + MAX_FUTURE_MICROS) return time;
     if (key === null) return receivedAt; // nothing tells two deliveries of this event apart
     const { db, integrations } = this.deps;
     this.forgetOldUplinks(receivedAt);

@@ -33,6 +33,7 @@ export function buildIntegrations(deps: {
   const integrationWebhooks = new IntegrationWebhooks({
     db,
     clock,
+    config,
     log,
     integrations: integrationsRepository,
     devices,

@@ -144,6 +144,7 @@ function env(over: Partial<{ limit: number; mode: 'enforce' | 'warn'; channels: 
     config: {
       rateLimits: { ingestPerMin: over.limit ?? 100 } as never,
       rateLimitMode: over.mode ?? 'enforce',
+      retentionDays: 730,
     },
     log: { warn },
     channels: over.channels ?? new ChannelCache(),
@@ -296,7 +297,7 @@ describe('ingest steps', () => {
       const rate = { limit: 10, remaining: 9, resetAt: 1 };
       const g = authenticated([item({ error: new InvalidRequest('invalid_body', 'no') }), item()], [a, a]);
       g.rates = [rate, null];
-      validateContent(g);
+      validateContent(g, new MemoryTx([a]), env().env);
       expect(g.outcomes[0]).toMatchObject({ ok: false, error: { status: 400, code: 'invalid_body' }, rate });
       expect(g.devices).toEqual([null, a]);
       expect(g.measurements).toEqual([[], [temperature(4)]]);
@@ -309,7 +310,7 @@ describe('ingest steps', () => {
         [item({ shellyBattery: 80 }), item({ shellyBattery: 3.1 }), item({ shellyBattery: 5000 })],
         [percent, volts, percent],
       );
-      validateContent(g);
+      validateContent(g, new MemoryTx([percent, volts]), env().env);
       expect(g.measurements[0]).toEqual([
         temperature(4),
         { kind: 'battery', value: 80, label: null, unit: '%' },
@@ -319,6 +320,19 @@ describe('ingest steps', () => {
         { kind: 'battery', value: 3.1, label: null, unit: 'V' },
       ]);
       expect(failure(g, 2)).toEqual({ status: 422, code: 'out_of_range' });
+    });
+
+    it('answers 400 for a time older than the retention keeps, which would be stored and then removed', () => {
+      const a = device('dev_a');
+      const day = 24 * 3600 * 1_000_000;
+      const cutoff = Math.floor((NOW - 730 * day) / day) * day; // the retention's cutoff: a UTC day
+      const g = authenticated([item({ ts: cutoff - 1 }), item({ ts: cutoff })], [a, a]);
+      validateContent(g, new MemoryTx([a]), env().env);
+      expect(failure(g, 0)).toEqual({ status: 400, code: 'invalid_request' });
+      expect(g.outcomes[0]).toMatchObject({
+        error: { message: expect.stringContaining('730 days (RETENTION_DAYS)') },
+      });
+      expect(g.measurements).toEqual([[], [temperature(4)]]);
     });
   });
 

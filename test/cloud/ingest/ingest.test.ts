@@ -275,6 +275,35 @@ describe.each(DATABASES)('POST /v1/ingest on %s', (db) => {
     });
   });
 
+  it('refuses with 400 a time older than RETENTION_DAYS keeps, on every way in, rather than accept what retention removes', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 2, 10, 12) * 1000);
+    await start({ RETENTION_DAYS: '30' }, clock);
+    const old = '2026-02-07T23:59:59Z'; // the cutoff is 30 days back, rounded down to a UTC day
+    const answer = await ingest({
+      device: 'fridge-1',
+      ts: old,
+      measurements: [{ type: 'temperature', value: 4 }],
+    });
+    expect([answer.status, answer.json.error.code]).toEqual([400, 'invalid_request']);
+    expect(answer.json.error.details).toEqual([
+      { path: 'ts', message: expect.stringContaining('30 days (RETENTION_DAYS)') },
+    ]);
+    const shelly = await t.http.get(
+      `/v1/ingest/shelly?token=${device.ingest_token}&device=fridge-1&ts=${encodeURIComponent(old)}&temp=4`,
+    );
+    expect([shelly.status, shelly.json.error.code]).toEqual([400, 'invalid_request']);
+    expect(shelly.json.error.message).toContain('RETENTION_DAYS');
+    expect(await measurementCount(t)).toBe(0);
+    const kept = await ingest({
+      device: 'fridge-1',
+      ts: '2026-02-08T00:00:00Z',
+      measurements: [{ type: 'temperature', value: 4 }],
+    });
+    expect([kept.status, kept.json.accepted]).toEqual([200, 1]);
+    expect(await t.cloud.services.retention.run()).toMatchObject({ deleted: 0 });
+    expect(await measurementCount(t)).toBe(1);
+  });
+
   describe('refusing data', () => {
     beforeEach(async () => start());
 

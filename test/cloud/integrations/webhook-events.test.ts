@@ -25,12 +25,13 @@ describe.each(DATABASES)('ChirpStack events, decoders and tokens over the webhoo
   let siteId: string;
   let chirpstack: { id: string; token: string };
 
-  beforeEach(async () => {
-    t = await startTestCloud({ db });
+  async function start(env: Record<string, string> = {}): Promise<void> {
+    t = await startTestCloud({ db, env });
     user = await signUp(t, 'ops@example.com');
     siteId = (await createSite(t, user.token)).id;
     chirpstack = await integration('chirpstack');
-  });
+  }
+  beforeEach(async () => start());
   afterEach(async () => t?.stop());
 
   async function integration(
@@ -222,6 +223,27 @@ describe.each(DATABASES)('ChirpStack events, decoders and tokens over the webhoo
       expect(ts).toBeGreaterThanOrEqual(before - 1000);
       expect(ts).toBeLessThanOrEqual(after + 1000);
     }
+  });
+
+  it('stores an uplink whose network time is older than RETENTION_DAYS keeps at its receive time, not to remove it', async () => {
+    await t.stop();
+    await start({ RETENTION_DAYS: '30' });
+    const before = Date.now();
+    const answer = await post(
+      'up',
+      chirpstackUpJson({
+        devEui: '1111111111111112',
+        time: before - 40 * 86_400_000,
+        data: Buffer.alloc(0),
+        object: { co2: 640 },
+      }),
+    );
+    expect([answer.status, answer.json.accepted]).toEqual([200, 2]);
+    const device = await deviceOf('1111111111111112');
+    for (const p of await points(device.id)) {
+      expect(Date.parse(p.split('@')[1]!.split('=')[0]!)).toBeGreaterThanOrEqual(before - 1000);
+    }
+    expect(await t.cloud.services.retention.run()).toMatchObject({ deleted: 0 });
   });
 
   it('answers 200 and logs, never 5xx, for payloads no decoder can read and values it cannot store', async () => {

@@ -1,5 +1,6 @@
 import { formatMicros, parseTimestampMicros } from '../../../shared/time.ts';
 import { hashSecret } from '../../../cloud/src/auth/secrets.ts';
+import type { ManualClock } from '../../../cloud/src/clock.ts';
 import type { IngestItem } from '../../../cloud/src/ingest/ingest.types.ts';
 import type { TestCloud } from '../../helpers/cloud.ts';
 
@@ -117,4 +118,29 @@ export async function readAll(
     cursor = answer.json.next_cursor as string;
     if (!cursor) throw new Error('has_more true but no next_cursor');
   }
+}
+
+/**
+ * Ingests readings as they are taken: in time order, ten days at a time with the clock at the last
+ * of each ten days (the core refuses a time older than the retention keeps), then sets the clock to
+ * `now`. For tests whose readings span more than the retention.
+ */
+export async function ingestAsTaken(
+  t: TestCloud,
+  clock: ManualClock,
+  device: { ingest_token: string },
+  readings: Reading[],
+  now: number,
+): Promise<string | null> {
+  const sorted = [...readings].sort((a, b) => a.ts - b.ts);
+  let channelId: string | null = null;
+  for (let i = 0; i < sorted.length;) {
+    const end = sorted[i]!.ts + 10 * 24 * 3_600_000_000;
+    const chunk: Reading[] = [];
+    while (i < sorted.length && sorted[i]!.ts < end) chunk.push(sorted[i++]!);
+    clock.set(chunk.at(-1)!.ts);
+    channelId = (await ingestCore(t, device, chunk)).channelId ?? channelId;
+  }
+  clock.set(now);
+  return channelId;
 }

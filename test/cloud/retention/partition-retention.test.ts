@@ -5,7 +5,7 @@ import { createMonth } from '../../../cloud/src/storage/partitions.ts';
 import { signUp, startTestCloud, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { createDevice, createSite } from '../../helpers/fixtures.ts';
-import { at, ingestCore, readAll, READ_ENV } from '../measurements/reads-helpers.ts';
+import { at, ingestAsTaken, readAll, READ_ENV } from '../measurements/reads-helpers.ts';
 
 const NOW = at('2026-05-10T12:00:00Z');
 const HOUR = 3_600_000_000;
@@ -38,7 +38,7 @@ describe.each(DATABASES.filter((d) => d === 'postgres'))('retention by partition
       ts: start + i * 6 * HOUR,
       value: i % 97,
     }));
-    const { channelId } = await ingestCore(t, device, readings);
+    const channelId = await ingestAsTaken(t, clock, device, readings, NOW);
     expect(await partitions(t)).toEqual(
       expect.arrayContaining([
         'measurements_y2026m01',
@@ -92,13 +92,20 @@ describe.each(DATABASES.filter((d) => d === 'sqlite'))('retention on %s (one tab
   afterEach(async () => t?.stop());
 
   it('drops no partition and deletes row by row', async () => {
-    t = await startTestCloud({ db, clock: new ManualClock(NOW), env: { ...READ_ENV, RETENTION_DAYS: '60' } });
+    const clock = new ManualClock(NOW);
+    t = await startTestCloud({ db, clock, env: { ...READ_ENV, RETENTION_DAYS: '60' } });
     const user = await signUp(t, 'keeper@example.com');
     const device = await createDevice(t, user.token, (await createSite(t, user.token)).id);
-    await ingestCore(t, device, [
-      { ts: at('2026-01-10T00:00:00Z'), value: 1 },
-      { ts: at('2026-05-01T00:00:00Z'), value: 2 },
-    ]);
+    await ingestAsTaken(
+      t,
+      clock,
+      device,
+      [
+        { ts: at('2026-01-10T00:00:00Z'), value: 1 },
+        { ts: at('2026-05-01T00:00:00Z'), value: 2 },
+      ],
+      NOW,
+    );
     expect(await t.cloud.services.retention.run()).toMatchObject({ deleted: 1, droppedPartitions: [] });
   });
 });

@@ -5,7 +5,7 @@ import { formatMicros } from '../../../shared/time.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { createDevice, createSite } from '../../helpers/fixtures.ts';
-import { at, ingestCore, readAll, READ_ENV } from '../measurements/reads-helpers.ts';
+import { at, ingestAsTaken, readAll, READ_ENV } from '../measurements/reads-helpers.ts';
 
 const NOW = at('2026-03-10T12:00:00Z');
 const HOUR = 3_600_000_000;
@@ -33,7 +33,7 @@ describe.each(DATABASES)('retention job on %s', (db) => {
     const device = await createDevice(t, user.token, site.id);
     // One reading every 6 hours for 40 days.
     const readings = Array.from({ length: 160 }, (_, i) => ({ ts: NOW - 40 * DAY + i * 6 * HOUR, value: i }));
-    const { channelId } = await ingestCore(t, device, readings);
+    const channelId = await ingestAsTaken(t, clock, device, readings, NOW);
     const cutoff = at('2026-02-08T00:00:00Z');
 
     const result = await t.cloud.services.retention.run();
