@@ -142,26 +142,35 @@ export function chirpstackUpProtobuf(up: ChirpstackUp): Buffer {
 }
 
 /** A `status` event (the device's DevStatusAns) in JSON. */
-export function chirpstackStatusJson(devEui: string, batteryLevel: number | null, time = Date.now()): string {
+export function chirpstackStatusJson(
+  devEui: string,
+  batteryLevel: number | null | 'external',
+  time = Date.now(),
+): string {
   return JSON.stringify({
     deduplicationId: randomUUID(),
     time: chirpstackTime(time),
     deviceInfo: deviceInfoJson(devEui),
     margin: 7,
-    externalPowerSource: false,
+    externalPowerSource: batteryLevel === 'external',
     batteryLevelUnavailable: batteryLevel === null,
-    batteryLevel: batteryLevel ?? 0,
+    batteryLevel: typeof batteryLevel === 'number' ? batteryLevel : 0,
   });
 }
 
-/** A `status` event in protobuf. */
-export function chirpstackStatusProtobuf(devEui: string, batteryLevel: number, time = Date.now()): Buffer {
+/** A `status` event in protobuf; `external`: the device runs on external power (battery level 0). */
+export function chirpstackStatusProtobuf(
+  devEui: string,
+  batteryLevel: number | 'external',
+  time = Date.now(),
+): Buffer {
   const e = new integration.StatusEvent();
   e.setDeduplicationId(randomUUID());
   e.setTime(Timestamp.fromDate(new Date(time)));
   e.setDeviceInfo(deviceInfoPb(devEui));
   e.setMargin(7);
-  e.setBatteryLevel(batteryLevel);
+  e.setExternalPowerSource(batteryLevel === 'external');
+  e.setBatteryLevel(batteryLevel === 'external' ? 0 : batteryLevel);
   return Buffer.from(e.serializeBinary());
 }
 

@@ -46,7 +46,11 @@ export interface DeviceEventData {
   devEui: string;
   deduplicationId: string;
   time: number | null;
-  /** `status`: battery in percent; null when the device cannot tell (`batteryLevelUnavailable`). */
+  /**
+   * `status`: battery in percent; null when the device cannot tell (`batteryLevelUnavailable`) or
+   * runs on external power (LoRaWAN's DevStatusAns battery 0, which ChirpStack reports as
+   * `externalPowerSource` with a `batteryLevel` of 0: stored, it would raise a low-battery alarm).
+   */
   batteryLevel?: number | null;
   externalPowerSource?: boolean;
 }
@@ -197,8 +201,8 @@ export function parseDeviceEvent(
       time: micros(e.time),
     };
     if (type === 'status') {
-      out.batteryLevel = e.batteryLevelUnavailable ? null : (e.batteryLevel ?? 0);
       out.externalPowerSource = e.externalPowerSource ?? false;
+      out.batteryLevel = e.batteryLevelUnavailable || out.externalPowerSource ? null : (e.batteryLevel ?? 0);
     }
     return out;
   }
@@ -215,8 +219,9 @@ export function parseDeviceEvent(
     time: pbMicros(event.getTime()),
   };
   if (event instanceof integration.StatusEvent) {
-    out.batteryLevel = event.getBatteryLevelUnavailable() ? null : event.getBatteryLevel();
     out.externalPowerSource = event.getExternalPowerSource();
+    out.batteryLevel =
+      event.getBatteryLevelUnavailable() || out.externalPowerSource ? null : event.getBatteryLevel();
   }
   return out;
 }

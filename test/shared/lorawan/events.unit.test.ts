@@ -82,6 +82,21 @@ describe('ChirpStack v4 events', () => {
       time: T0 * 1000,
     });
   });
+
+  it('reads no battery level from a device on external power (ChirpStack says 0 %)', () => {
+    const json = parseDeviceEvent(
+      'status',
+      Buffer.from(chirpstackStatusJson('0505050505050505', 'external')),
+      'json',
+    );
+    expect(json).toMatchObject({ externalPowerSource: true, batteryLevel: null });
+    const pb = parseDeviceEvent(
+      'status',
+      chirpstackStatusProtobuf('0505050505050505', 'external'),
+      'protobuf',
+    );
+    expect(pb).toMatchObject({ externalPowerSource: true, batteryLevel: null });
+  });
 });
 
 describe('ChirpStack v4 events other than up and status', () => {
