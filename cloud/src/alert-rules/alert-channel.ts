@@ -29,6 +29,11 @@ export interface Tracker {
   checkpoints: State[];
   /** The timeline the states were derived under (`timelineOf`); absent in trackers saved before it. */
   timeline?: TimelineKey;
+  /**
+   * Set by the engine when an event of the pair may still be due a notification without new data
+   * (a silence window holds it): the next evaluation loads such events even if older than its start.
+   */
+  notices?: boolean;
 }
 
 /** A timeline as its boundaries and whether the rule applies from each (versions never change). */

@@ -2,7 +2,8 @@ import { newId } from '../../../shared/ids.ts';
 import type { Clock } from '../clock.ts';
 import { Placement } from '../devices/moves.service.ts';
 import type { Logger } from '../logger.ts';
-import type { EvaluationFollower } from '../rules/evaluation.steps.ts';
+import { covered, type Interval } from '../rules/derive.ts';
+import { awaitsNotice, dueNotifications, type EvaluationFollower } from '../rules/evaluation.steps.ts';
 import { lockedTransaction, type Database, type Db } from '../storage/database.ts';
 import {
   planStart,
@@ -38,6 +39,8 @@ export interface AlertAnnouncer {
   resolved(db: Db, event: AlertEventRow, now: number): Promise<void>;
   /** After commit (to start sending at once). */
   committed(): void;
+  /** In the transaction that creates or ends a silence window of the channel. */
+  silencesChanged(db: Db, seq: number, now: number): Promise<void>;
 }
 
 /** An alert event a pass wrote: as it was before (null when new) and as it is now. */
@@ -127,6 +130,17 @@ export class AlertEngine implements EvaluationFollower, AlertRuleListener {
 
   ruleCommitted(): void {
     this.kick();
+  }
+
+  /**
+   * In the transaction that creates or ends a silence window of a channel (through the rule
+   * engine): the channel's alarms are looked at again now (an opening held by the window is
+   * announced when it ends early), and so is the next step of each escalation. The rule engine
+   * calls `committed()` after the commit.
+   */
+  async silencesChanged(db: Db, seq: number, now: number): Promise<void> {
+    await this.deps.repository.markChannelDue(db, seq, now);
+    await this.deps.announcer.silencesChanged(db, seq, now);
   }
 
   kick(): void {
@@ -235,7 +249,7 @@ export class AlertEngine implements EvaluationFollower, AlertRuleListener {
           (e) => inScope(plan.start, { versionFrom: e.version_from, cond: e.cond, startedAt: e.started_at }),
         );
         const windows = silences.get(channel.seq) ?? [];
-        const final = await this.apply(
+        const applied = await this.apply(
           db,
           rule,
           channel,
@@ -247,22 +261,35 @@ export class AlertEngine implements EvaluationFollower, AlertRuleListener {
           now,
           changes,
         );
-        for (const e of final) announced = (await this.announce(db, e, now)) || announced;
+        // events whose notice a silence window held, older than what this run derived
+        const inRun = new Set(applied.map((e) => e.id));
+        const held = saved?.notices
+          ? (await repository.eventsAwaitingNotice(db, rule.id, channel.seq)).filter((e) => !inRun.has(e.id))
+          : [];
+        const final: AlertEventRow[] = [];
+        for (const e of [...applied, ...held]) {
+          const told = await this.announce(db, e, windows, now);
+          announced = told.told || announced;
+          final.push(told.event);
+        }
+        const notices = final.some(awaitsNotice);
         let due = run.dueAt;
         if (markFrom !== null) {
           const ahead = await repository.nextSampleTs(db, channel.seq, now);
           if (ahead !== null) due = due === null ? ahead : Math.min(due, ahead);
         }
+        // a notice held by a silence window is looked at again when the window ends
+        if (notices) for (const w of windows) if (w.to > now && (due === null || w.to < due)) due = w.to;
         if (
           (rule.deleted_at !== null || gone) &&
-          !final.some((e) => e.ended_at === null && e.withdrawn_at === null)
+          !final.some((e) => (e.ended_at === null && e.withdrawn_at === null) || awaitsNotice(e))
         )
           await repository.deleteTracker(db, t.rule_id, t.sensor_seq);
         else
           await repository.saveTracker(db, {
             rule_id: t.rule_id,
             sensor_seq: t.sensor_seq,
-            state: JSON.stringify(run.tracker),
+            state: JSON.stringify({ ...run.tracker, ...(notices ? { notices } : {}) }),
             due_at: due,
             updated_at: now,
           });
@@ -292,7 +319,7 @@ export class AlertEngine implements EvaluationFollower, AlertRuleListener {
     site: (ts: number) => string,
     stored: AlertEventRow[],
     alerts: DerivedAlert[],
-    windows: readonly [number, number][],
+    windows: readonly Interval[],
     now: number,
     changes: AlertEventChange[],
   ): Promise<AlertEventRow[]> {
@@ -310,7 +337,7 @@ export class AlertEngine implements EvaluationFollower, AlertRuleListener {
     }));
     const plan = reconcileAlerts(asStored, alerts);
     const byId = new Map(stored.map((e) => [e.id, e]));
-    const silenced = (t: number) => (windows.some(([f, to]) => f <= t && t < to) ? 1 : 0);
+    const silenced = (t: number) => (covered(t, windows) ? 1 : 0);
     const fields = (d: DerivedAlert) => ({
       kind: d.kind,
       severity: d.severity,
@@ -372,33 +399,36 @@ export class AlertEngine implements EvaluationFollower, AlertRuleListener {
   }
 
   /**
-   * Opened once (not silenced, not withdrawn): the escalation chain starts. Resolved once, after an
-   * opening, when it ended or was withdrawn.
+   * The simple rule's decision (`dueNotifications`): opened once some moment of the alarm lies
+   * outside every silence window (an alarm that began inside one is announced when it ends, if still
+   * open), and the escalation chain starts; resolved once, after an opening, when it ended or was
+   * withdrawn and some moment since lies outside every window. Answers the event as it now stands.
    */
-  private async announce(db: Db, e: AlertEventRow, now: number): Promise<boolean> {
+  private async announce(
+    db: Db,
+    e: AlertEventRow,
+    windows: readonly Interval[],
+    now: number,
+  ): Promise<{ told: boolean; event: AlertEventRow }> {
     const { announcer } = this.deps;
-    let told = false;
+    const due = dueNotifications(e, windows, now);
+    if (!due) return { told: false, event: e };
     let event = e;
-    if (e.notified_open_at === null && e.withdrawn_at === null && e.silenced === 0 && e.alarm_at <= now) {
+    if (due.opened) {
       await db.updateTable('alert_events').set({ notified_open_at: now }).where('id', '=', e.id).execute();
       event = { ...event, notified_open_at: now };
       await announcer.opened(db, event, now);
-      told = true;
     }
-    if (
-      event.notified_open_at !== null &&
-      event.notified_resolved_at === null &&
-      (event.ended_at !== null || event.withdrawn_at !== null)
-    ) {
+    if (due.resolved) {
       await db
         .updateTable('alert_events')
         .set({ notified_resolved_at: now })
         .where('id', '=', e.id)
         .execute();
-      await announcer.resolved(db, { ...event, notified_resolved_at: now }, now);
-      told = true;
+      event = { ...event, notified_resolved_at: now };
+      await announcer.resolved(db, event, now);
     }
-    return told;
+    return { told: true, event };
   }
 }
 

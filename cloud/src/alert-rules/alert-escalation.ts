@@ -7,6 +7,7 @@ import type { Mail } from '../mail/mailer.ts';
 import type { AlertMessage } from '../notify/alert-message.ts';
 import { CHAT_POST_JOB } from '../notify/chat-post.ts';
 import { CHAT_TARGETS } from '../notify/chat-targets.ts';
+import { firstUncovered } from '../rules/derive.ts';
 import type { Database, Db } from '../storage/database.ts';
 import type { WebhooksService } from '../webhooks/webhooks.service.ts';
 import type { Condition } from './alert-evaluator.ts';
@@ -42,7 +43,9 @@ export function recipientsOf(notify: NotifyInput, n: number): StepInput[] {
  * on the injected clock. A job sends only if the event's `notify_n` is still its number (advanced
  * in the same transaction), so a job run twice sends once. The first notification always goes out
  * (a recorded alarm is announced); later ones stop once the event is acknowledged, has ended, or
- * was withdrawn.
+ * was withdrawn. A notification due inside a silence window of the channel is held until the
+ * window ends (silence windows suppress notifications for the window only), like the simple rule's
+ * opening (`dueNotifications`).
  */
 export class AlertEscalation implements AlertAnnouncer {
   constructor(
@@ -81,6 +84,16 @@ export class AlertEscalation implements AlertAnnouncer {
     this.deps.jobs.kick();
   }
 
+  /**
+   * A silence window of the channel was created or ended: the next notification of each escalating
+   * event is looked at again now (one held until the window's planned end goes out when it ends
+   * early). A copy of a job already queued sends nothing: the first run advances `notify_n`.
+   */
+  async silencesChanged(db: Db, seq: number, now: number): Promise<void> {
+    for (const e of await this.deps.repository.escalating(db, seq))
+      await this.deps.jobs.enqueue(db, ALERT_NOTIFY_JOB, { event_id: e.id, n: e.notify_n }, now);
+  }
+
   private async notify(eventId: string, n: number): Promise<void> {
     const { database, jobs, repository } = this.deps;
     await database.db.transaction().execute(async (db) => {
@@ -98,7 +111,20 @@ export class AlertEscalation implements AlertAnnouncer {
         await jobs.enqueue(db, ALERT_NOTIFY_JOB, { event_id: event.id, n }, due);
         return;
       }
-      if (!(await repository.claimNotification(db, event.id, n))) return;
+      const windows = (await repository.silences(db, [event.sensor_seq])).get(event.sensor_seq) ?? [];
+      if (firstUncovered(due, now, windows) === null) {
+        // due inside a silence window: held until the window ends
+        const release = firstUncovered(now, Infinity, windows)!;
+        await jobs.enqueue(db, ALERT_NOTIFY_JOB, { event_id: event.id, n }, release);
+        return;
+      }
+      // Reminders that fell due meanwhile (held by a silence window, or a late run) are not sent
+      // in a burst: the chain goes on with the first one after now.
+      let m = n + 1;
+      let next = notificationAt(notify, event.notified_open_at, m);
+      while (next !== null && next <= now && m >= notify.steps.length)
+        next = notificationAt(notify, event.notified_open_at, ++m);
+      if (!(await repository.claimNotification(db, event.id, n, m))) return;
       const message = await this.message(
         db,
         event,
@@ -106,9 +132,8 @@ export class AlertEscalation implements AlertAnnouncer {
         n === 0 || n < notify.steps.length ? 'opened' : 'reminder',
       );
       await this.send(db, event, recipientsOf(notify, n), message, 'alarm.opened', now);
-      const next = notificationAt(notify, event.notified_open_at, n + 1);
       if (next !== null)
-        await jobs.enqueue(db, ALERT_NOTIFY_JOB, { event_id: event.id, n: n + 1 }, Math.max(next, now));
+        await jobs.enqueue(db, ALERT_NOTIFY_JOB, { event_id: event.id, n: m }, Math.max(next, now));
     });
     jobs.kick();
   }
@@ -129,8 +154,11 @@ export class AlertEscalation implements AlertAnnouncer {
       const first = notificationAt(notify, event.notified_open_at ?? 0, 0);
       if (first === null) return;
       if (event.notify_n === 0) {
-        // the opening has not gone out yet (its step waits): resolve right after it
-        await this.deps.jobs.enqueue(db, ALERT_RESOLVED_JOB, { event_id: event.id }, first + 1);
+        // the opening has not gone out yet (its step waits, or a silence window holds it): resolve
+        // right after it
+        const windows = (await repository.silences(db, [event.sensor_seq])).get(event.sensor_seq) ?? [];
+        const opening = firstUncovered(first, Infinity, windows)!;
+        await this.deps.jobs.enqueue(db, ALERT_RESOLVED_JOB, { event_id: event.id }, opening + 1);
         return;
       }
       const reached = notify.steps.slice(0, Math.min(event.notify_n, notify.steps.length));

@@ -335,9 +335,9 @@ export class AlertRulesRepository {
       .execute();
   }
 
-  /** Silence windows of the channels as [from, to). */
-  async silences(db: Db, seqs: readonly number[]): Promise<Map<number, [number, number][]>> {
-    const out = new Map<number, [number, number][]>();
+  /** Silence windows of the channels, each [from, to). */
+  async silences(db: Db, seqs: readonly number[]): Promise<Map<number, { from: number; to: number }[]>> {
+    const out = new Map<number, { from: number; to: number }[]>();
     if (seqs.length === 0) return out;
     const rows = await db
       .selectFrom('silences')
@@ -346,7 +346,7 @@ export class AlertRulesRepository {
       .execute();
     for (const r of rows) {
       const end = r.ended_at === null ? r.to_ts : Math.min(r.to_ts, r.ended_at);
-      out.set(r.sensor_seq, [...(out.get(r.sensor_seq) ?? []), [r.from_ts, end]]);
+      out.set(r.sensor_seq, [...(out.get(r.sensor_seq) ?? []), { from: r.from_ts, to: end }]);
     }
     return out;
   }
@@ -355,11 +355,71 @@ export class AlertRulesRepository {
     return db.selectFrom('alert_events').selectAll().where('id', '=', id).executeTakeFirst();
   }
 
-  /** Advances an event's notification count from `n`; false when another run already did. */
-  async claimNotification(db: Db, id: string, n: number): Promise<boolean> {
+  /**
+   * Events of a (rule, channel) that may still be due a notification without new data (open and
+   * not announced, or ended and the end not told): their notices wait for a silence window to end.
+   */
+  async eventsAwaitingNotice(db: Db, ruleId: string, seq: number): Promise<AlertEventRow[]> {
+    return db
+      .selectFrom('alert_events')
+      .selectAll()
+      .where('rule_id', '=', ruleId)
+      .where('sensor_seq', '=', seq)
+      .where('notified_resolved_at', 'is', null)
+      .where((eb) =>
+        eb.or([
+          eb.and([
+            eb('notified_open_at', 'is', null),
+            eb('ended_at', 'is', null),
+            eb('withdrawn_at', 'is', null),
+          ]),
+          eb.and([
+            eb('notified_open_at', 'is not', null),
+            eb.or([eb('ended_at', 'is not', null), eb('withdrawn_at', 'is not', null)]),
+          ]),
+        ]),
+      )
+      .execute();
+  }
+
+  /**
+   * Announced events of a channel with a notification still to send: the first (always sent), or a
+   * later one while the alarm is open, not acknowledged and not withdrawn.
+   */
+  async escalating(db: Db, seq: number): Promise<AlertEventRow[]> {
+    return db
+      .selectFrom('alert_events')
+      .selectAll()
+      .where('sensor_seq', '=', seq)
+      .where('notified_open_at', 'is not', null)
+      .where('withdrawn_at', 'is', null)
+      .where((eb) =>
+        eb.or([
+          eb('notify_n', '=', 0),
+          eb.and([eb('ended_at', 'is', null), eb('acknowledged_at', 'is', null)]),
+        ]),
+      )
+      .execute();
+  }
+
+  /** Makes every tracker of a channel due at `now` (a silence window changed). */
+  async markChannelDue(db: Db, seq: number, now: number): Promise<void> {
+    await db
+      .updateTable('alert_trackers')
+      .set({ due_at: now })
+      .where('sensor_seq', '=', seq)
+      .where((eb) => eb.or([eb('due_at', 'is', null), eb('due_at', '>', now)]))
+      .execute();
+  }
+
+  /**
+   * Advances an event's notification count from `n` to `next` (reminders missed in a silence
+   * window are skipped); false when another run already did.
+   */
+  async claimNotification(db: Db, id: string, n: number, next = n + 1): Promise<boolean> {
     const r = await db
       .updateTable('alert_events')
-      .set({ notify_n: n + 1 })
+      .set({ notify_n: next })
       .where('id', '=', id)
       .where('notify_n', '=', n)
       .executeTakeFirst();

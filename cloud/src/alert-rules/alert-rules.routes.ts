@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { param, userOf } from '../http/context.ts';
 import { pageQuerySchema, pageRequest, toPage, byCreation } from '../http/pagination.ts';
 import type { RouteDef } from '../http/route-table.ts';
-import { parseInput } from '../http/validate.ts';
+import { parseInput, siteOfBodyFirst } from '../http/validate.ts';
 import { AlertRuleBody, AlertRulePatch } from './alert-rules.body.ts';
 import { alertRuleView, inputOf, type AlertRulesService } from './alert-rules.service.ts';
 
@@ -17,6 +17,7 @@ const REFERENCES = [
   'channel_not_found',
   'user_not_found',
   'webhook_not_found',
+  'unknown_kind',
   'invalid_range',
   'invalid_webhook_url',
 ];
@@ -34,8 +35,10 @@ export function alertRuleRoutes(s: AlertRuleRoutesDeps): RouteDef[] {
       success: { status: 201, description: 'the alert rule object' },
       errors: ['invalid_request', ...REFERENCES],
       handler: async (req) => {
+        const user = userOf(req.ctx);
+        await siteOfBodyFirst(req.body, (siteId) => alertRules.siteExists(user.accountId, siteId));
         const body = parseInput(AlertRuleBody, req.body, 'body');
-        return { status: 201, body: alertRuleView(await alertRules.create(userOf(req.ctx), body)) };
+        return { status: 201, body: alertRuleView(await alertRules.create(user, body)) };
       },
     },
     {
@@ -75,7 +78,10 @@ export function alertRuleRoutes(s: AlertRuleRoutesDeps): RouteDef[] {
       errors: ['alert_rule_not_found', 'invalid_request', ...REFERENCES],
       handler: async (req) => {
         const user = userOf(req.ctx);
-        await alertRules.get(user.accountId, param(req, 'rule_id')); // 404 before 400
+        const current = await alertRules.get(user.accountId, param(req, 'rule_id')); // 404 before 400
+        const newSite = (req.body as { site_id?: unknown } | null | undefined)?.site_id !== current.site_id;
+        if (newSite)
+          await siteOfBodyFirst(req.body, (siteId) => alertRules.siteExists(user.accountId, siteId));
         const patch = parseInput(AlertRulePatch, req.body, 'body');
         const updated = await alertRules.update(user, param(req, 'rule_id'), (current) => {
           const base = inputOf(current);

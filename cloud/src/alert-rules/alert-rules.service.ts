@@ -1,4 +1,5 @@
 import { newId } from '../../../shared/ids.ts';
+import { isMeasurementKind, MEASUREMENT_KINDS } from '../../../shared/kinds.ts';
 import { formatSeconds } from '../../../shared/time.ts';
 import type { AuditRepository } from '../audit/audit.repository.ts';
 import type { Clock } from '../clock.ts';
@@ -64,6 +65,11 @@ export class AlertRulesService {
     return rule;
   }
 
+  /** Whether the site is the account's (a create body's `site_id` is checked before the body). */
+  async siteExists(accountId: string, siteId: string): Promise<boolean> {
+    return (await this.deps.sites.find(this.deps.db, accountId, siteId)) !== undefined;
+  }
+
   list(accountId: string, page: PageRequest): Promise<AlertRuleRow[]> {
     return this.deps.repository.list(this.deps.db, accountId, page);
   }
@@ -115,7 +121,7 @@ export class AlertRulesService {
       const before = await repository.find(trx, by.accountId, id);
       if (!before) throw notFound('alert_rule');
       const input = merge(before);
-      await this.check(trx, by.accountId, input);
+      await this.check(trx, by.accountId, input, inputOf(before));
       const after: AlertRuleRow = { ...before, ...columns(input), updated_at: now };
       await repository.update(trx, id, { ...columns(input), updated_at: now });
       if (JUDGED.some((k) => before[k] !== after[k])) await this.versionAndTrack(trx, after, now);
@@ -200,28 +206,55 @@ export class AlertRulesService {
     }
   }
 
-  /** 404 for a site, channel, user or webhook that is not the account's; 422 for a bad range. */
-  private async check(db: Db, accountId: string, input: AlertRuleInput): Promise<void> {
+  /**
+   * 404 for a site, channel, user or webhook that is not the account's, then 422 for an unknown
+   * kind or a bad range. On a change (`before`), only what the change adds is looked up: a rule
+   * whose webhook, user or channel's device was deleted since can still be changed (disabled,
+   * renamed); at its notifications a target that is gone is skipped.
+   */
+  private async check(
+    db: Db,
+    accountId: string,
+    input: AlertRuleInput,
+    before?: AlertRuleInput,
+  ): Promise<void> {
     const { repository, sites } = this.deps;
-    if (input.site_id && !(await sites.find(db, accountId, input.site_id))) throw notFound('site');
-    if (input.channel_ids) {
+    const added = (now: readonly string[], was: readonly string[] = []) => {
+      const known = new Set(was);
+      return [...new Set(now)].filter((id) => !known.has(id));
+    };
+    if (
+      input.site_id &&
+      input.site_id !== before?.site_id &&
+      !(await sites.find(db, accountId, input.site_id))
+    )
+      throw notFound('site');
+    const channelIds = added(input.channel_ids ?? [], before?.channel_ids ?? []);
+    if (channelIds.length > 0) {
       const found = await repository.channelsInScope(db, accountId, {
-        channel_ids: input.channel_ids,
+        channel_ids: channelIds,
         site_id: null,
         kind: null,
       });
-      if (new Set(found.map((c) => c.channel_id)).size !== new Set(input.channel_ids).size)
-        throw notFound('channel');
+      if (new Set(found.map((c) => c.channel_id)).size !== channelIds.length) throw notFound('channel');
     }
+    const stepIds = (i: AlertRuleInput | undefined, key: 'user_ids' | 'webhook_ids') =>
+      i?.notify.steps.flatMap((s) => s[key]) ?? [];
+    const userIds = added(stepIds(input, 'user_ids'), stepIds(before, 'user_ids'));
+    if ((await repository.usersByIds(db, accountId, userIds)).length !== userIds.length)
+      throw notFound('user');
+    const webhookIds = added(stepIds(input, 'webhook_ids'), stepIds(before, 'webhook_ids'));
+    if ((await repository.webhookIds(db, accountId, webhookIds)).length !== webhookIds.length)
+      throw notFound('webhook');
+    if (input.kind && input.kind !== before?.kind && !isMeasurementKind(input.kind))
+      throw new Unprocessable(
+        'unknown_kind',
+        `kind ${JSON.stringify(input.kind)} is not a supported type (${MEASUREMENT_KINDS.join(', ')})`,
+        [{ path: 'kind', message: 'not a supported measurement type' }],
+      );
     for (const c of input.conditions)
       if (c.type === 'outside' && c.min >= c.max)
         throw new Unprocessable('invalid_range', 'outside: min must be below max');
-    const userIds = [...new Set(input.notify.steps.flatMap((s) => s.user_ids))];
-    if ((await repository.usersByIds(db, accountId, userIds)).length !== userIds.length)
-      throw notFound('user');
-    const webhookIds = [...new Set(input.notify.steps.flatMap((s) => s.webhook_ids))];
-    if ((await repository.webhookIds(db, accountId, webhookIds)).length !== webhookIds.length)
-      throw notFound('webhook');
   }
 }
 

@@ -106,6 +106,7 @@ export type EvaluationRepository = Pick<
   | 'samplesBefore'
   | 'silences'
   | 'ownedEvents'
+  | 'heldNotices'
   | 'setState'
   | 'upsertTrackers'
   | 'clearEvaluated'
@@ -117,8 +118,10 @@ export type EvaluationRepository = Pick<
  */
 export interface EvaluationFollower {
   channelsEvaluated(db: Db, marks: readonly { seq: number; from: number }[]): Promise<void>;
-  /** After the transaction that called `channelsEvaluated` committed. */
+  /** After the transaction that called `channelsEvaluated` (or `silencesChanged`) committed. */
   committed?(): void;
+  /** Inside the transaction that creates or ends a silence window of the channel. */
+  silencesChanged?(db: Db, seq: number, at: number): Promise<void>;
 }
 
 /** What the steps use besides the evaluation and its transaction. */
@@ -307,16 +310,21 @@ export async function evaluateChannel(
   const plan = reconcile(stored.map(storedOf), desired);
   const final = await applyReconciliation(db, c, stored, plan, now);
   recordEventChanges(ev, stored, plan, final);
-  for (const event of final) {
+  // "Resolved" notices held by a silence window, of events older than the derivation
+  const inFinal = new Set(final.map((e) => e.id));
+  const held = p.mustLoadEvents ? (await repo.heldNotices(db, c.seq)).filter((e) => !inFinal.has(e.id)) : [];
+  const told: AlarmEventRow[] = [];
+  for (const event of [...final, ...held]) {
     const transition = await announce(db, event, windows, now);
     if (transition) ev.transitions.push(transition);
+    told.push(transition?.event ?? event);
   }
 
   ev.summary.channels++;
   ev.summary.eventsCreated += plan.insert.length;
   ev.summary.eventsUpdated += plan.update.length;
   ev.summary.eventsWithdrawn += plan.withdraw.length;
-  ev.trackerRows.push(trackerRow(c.seq, derivation, timeline, windows, final, now));
+  ev.trackerRows.push(trackerRow(c.seq, derivation, timeline, windows, told, now));
   const state = stateAt(derivation.tail, timeline, windows, now);
   if (state !== c.state) {
     await repo.setState(db, c.seq, state);
@@ -431,14 +439,21 @@ export async function announce(
   return { ...due, event: { ...event, ...set } };
 }
 
+/** What decides an event's notifications; the alert rules' events have the same fields. */
+export type NoticeFields = Pick<
+  AlarmEventRow,
+  'alarm_at' | 'ended_at' | 'withdrawn_at' | 'notified_open_at' | 'notified_resolved_at'
+>;
+
 /**
- * Which notifications an event is due (docs/api.md: silence windows suppress notifications for the
- * window only). Opened: the alarm has begun and some moment of it lies outside every silence
- * window, up to now; an event silenced throughout is never announced. Resolved: after an opened
- * notification, once it ended or was withdrawn.
+ * Which notifications an event is due (docs/api/rules.md: silence windows suppress notifications
+ * for the window only). Opened: the alarm has begun and some moment of it lies outside every
+ * silence window, up to now; an event silenced throughout is never announced. Resolved: after an
+ * opened notification, once it ended or was withdrawn and some moment from then to now lies outside
+ * every silence window (an end inside a window is told when the window ends).
  */
 export function dueNotifications(
-  e: AlarmEventRow,
+  e: NoticeFields,
   windows: readonly Interval[],
   now: number,
 ): Omit<AlarmTransition, 'event'> | null {
@@ -448,12 +463,29 @@ export function dueNotifications(
     opened = until >= e.alarm_at && firstUncovered(e.alarm_at, until, windows) !== null;
   }
   const announced = opened || e.notified_open_at !== null;
+  const closedAt = e.withdrawn_at ?? e.ended_at;
   const resolved =
-    announced && e.notified_resolved_at === null && (e.ended_at !== null || e.withdrawn_at !== null);
+    announced &&
+    e.notified_resolved_at === null &&
+    closedAt !== null &&
+    firstUncovered(Math.min(closedAt, now), now, windows) !== null;
   return opened || resolved ? { opened, resolved } : null;
 }
 
-/** The channel's tracker after the evaluation: where the next one continues, and when it is due. */
+/**
+ * Whether an event may still be due a notification without new data: open and not yet announced
+ * (its alarm began inside a silence window), or announced and ended with its end not yet told.
+ */
+export function awaitsNotice(e: NoticeFields): boolean {
+  if (e.notified_open_at === null) return e.withdrawn_at === null && e.ended_at === null;
+  return e.notified_resolved_at === null && (e.ended_at !== null || e.withdrawn_at !== null);
+}
+
+/**
+ * The channel's tracker after the evaluation: where the next one continues, and when it is due.
+ * `has_open` also covers an event whose notice waits for a silence window to end (the next
+ * evaluation loads it).
+ */
 export function trackerRow(
   seq: number,
   derivation: Derivation,
@@ -463,7 +495,7 @@ export function trackerRow(
   now: number,
 ): TrackerRow {
   const tail = derivation.tail;
-  const open = events.some((e) => e.ended_at === null && e.withdrawn_at === null);
+  const open = events.some((e) => (e.ended_at === null && e.withdrawn_at === null) || awaitsNotice(e));
   return {
     sensor_seq: seq,
     last_ts: tail.lastTs,

@@ -53,6 +53,8 @@ export class RuleEngine implements RuleChangeListener {
   private readonly env: EvaluationEnv;
   private readonly changeListeners: ((changes: EvaluationChanges) => void)[] = [];
   private readonly followers: EvaluationFollower[] = [];
+  /** A silence window changed: the followers hear of it with the kick that follows its commit. */
+  private silencesToTell = false;
 
   constructor(
     private readonly deps: {
@@ -108,6 +110,10 @@ export class RuleEngine implements RuleChangeListener {
    * last pass started (the kicks meanwhile share one pass).
    */
   kick(): void {
+    if (this.silencesToTell) {
+      this.silencesToTell = false;
+      for (const f of this.followers) f.committed?.();
+    }
     if (this.started && !this.halted) this.kicks.request();
   }
 
@@ -251,9 +257,18 @@ export class RuleEngine implements RuleChangeListener {
     this.kick();
   }
 
-  /** Inside a silence window's transaction: the state and pending notifications may change. */
+  /**
+   * Inside a silence window's transaction: the state and pending notifications may change, the
+   * followers' too (the silences service kicks the engine after commit).
+   */
   async silencesChanged(db: Db, seq: number): Promise<void> {
-    await this.deps.repository.markDue(db, seq, this.deps.clock.nowMicros());
+    const now = this.deps.clock.nowMicros();
+    await this.deps.repository.markDue(db, seq, now);
+    for (const f of this.followers) {
+      if (!f.silencesChanged) continue;
+      await f.silencesChanged(db, seq, now);
+      this.silencesToTell = true;
+    }
   }
 
   /**

@@ -321,6 +321,21 @@ export class RulesRepository {
     return q.orderBy('started_at').execute();
   }
 
+  /**
+   * Events of a channel whose "Resolved" notice waits for a silence window to end: announced, ended
+   * or withdrawn, the end not yet told.
+   */
+  async heldNotices(db: Db, seq: number): Promise<AlarmEventRow[]> {
+    return db
+      .selectFrom('alarm_events')
+      .selectAll()
+      .where('sensor_seq', '=', seq)
+      .where('notified_open_at', 'is not', null)
+      .where('notified_resolved_at', 'is', null)
+      .where((eb) => eb.or([eb('ended_at', 'is not', null), eb('withdrawn_at', 'is not', null)]))
+      .execute();
+  }
+
   async upsertTrackers(db: Db, rows: TrackerRow[]): Promise<void> {
     if (rows.length === 0) return;
     await db

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { signUp } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
-import { auditOf } from '../../helpers/fixtures.ts';
+import { auditOf, createDevice } from '../../helpers/fixtures.ts';
 import { at, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
 import { sendSettled, settleAlerts } from './settle.ts';
 
@@ -132,6 +132,123 @@ describe.each(DATABASES)('alert rule routes on %s', (db) => {
       created.json,
     );
     expect((await w.t.http.get('/v1/alert-rules', { token: w.user.token })).json.data).toHaveLength(1);
+  });
+
+  it('changes and disables a rule whose webhook or channel was deleted since; a firing skips the webhook', async () => {
+    w = await rulesWorld(db, { env: { WEBHOOK_ALLOW_PRIVATE: 'true' } });
+    const channel = await send(T0, 3);
+    const hook = await w.t.http.post(
+      '/v1/webhooks',
+      { url: 'http://127.0.0.1:9/hook', events: ['alarm.opened'] },
+      { token: w.user.token },
+    );
+    expect(hook.status).toBe(201);
+    const other = await createDevice(w.t, w.user.token, w.siteId, { local_id: 'fridge-2', name: 'Cellar' });
+    const otherChannel = await w.send(T0, 3, 'temperature', other);
+    const rule = await w.t.http.post(
+      '/v1/alert-rules',
+      {
+        ...ruleOn(channel),
+        channel_ids: [channel, otherChannel],
+        notify: { steps: [{ after_min: 0, user_ids: [w.user.userId], webhook_ids: [hook.json.id] }] },
+      },
+      { token: w.user.token },
+    );
+    expect(rule.status).toBe(201);
+    const id = rule.json.id as string;
+    const patch = (body: unknown) => w.t.http.patch(`/v1/alert-rules/${id}`, body, { token: w.user.token });
+
+    expect((await w.t.http.delete(`/v1/webhooks/${hook.json.id}`, { token: w.user.token })).status).toBe(204);
+    const renamed = await patch({ name: 'Fridge and cellar' });
+    expect([renamed.status, renamed.json.notify.steps[0].webhook_ids]).toEqual([200, [hook.json.id]]);
+    expect((await w.t.http.delete(`/v1/devices/${other.id}`, { token: w.user.token })).status).toBe(204);
+    expect((await patch({ enabled: false })).status).toBe(200);
+    expect((await patch({ enabled: true })).status).toBe(200);
+    // what a change adds is still looked up
+    const added = await patch({
+      notify: { steps: [{ after_min: 0, webhook_ids: [hook.json.id, 'wh_nobody'] }] },
+    });
+    expect([added.status, added.json.error.code]).toEqual([404, 'webhook_not_found']);
+    const addedChannel = await patch({ channel_ids: [channel, otherChannel, 'chn_nope'] });
+    expect([addedChannel.status, addedChannel.json.error.code]).toEqual([404, 'channel_not_found']);
+
+    // the rule fires: the mail goes out, the deleted webhook is skipped, nothing fails
+    await send(T0 + MINUTE, 9);
+    const mails = (await w.outbox()).filter((m) => /^Subject: CRITICAL: /m.test(m));
+    expect(mails).toHaveLength(1);
+    const rows = await w.t.cloud.services.db.selectFrom('jobs').select(['kind', 'failed_at']).execute();
+    expect(rows.filter((j) => j.failed_at !== null)).toEqual([]);
+    expect(await w.t.cloud.services.db.selectFrom('webhook_deliveries').select('id').execute()).toEqual([]);
+  });
+
+  it('answers 422 unknown_kind for a kind that is not a measurement type', async () => {
+    w = await rulesWorld(db);
+    const channel = await send(T0, 3);
+    const bySite = {
+      name: 'All fridges',
+      site_id: w.siteId,
+      kind: 'temprature',
+      conditions: [{ type: 'above', value: 8, severity: 'critical' }],
+    };
+    const refused = await w.t.http.post('/v1/alert-rules', bySite, { token: w.user.token });
+    expect([refused.status, refused.json.error.code]).toEqual([422, 'unknown_kind']);
+    expect(refused.json.error.message).toContain('temprature');
+    const created = await w.t.http.post(
+      '/v1/alert-rules',
+      { ...bySite, kind: 'humidity' },
+      { token: w.user.token },
+    );
+    expect(created.status).toBe(201);
+    const patched = await w.t.http.patch(
+      `/v1/alert-rules/${created.json.id}`,
+      { kind: 'humidty' },
+      { token: w.user.token },
+    );
+    expect([patched.status, patched.json.error.code]).toEqual([422, 'unknown_kind']);
+    const onChannel = await w.t.http.patch(
+      `/v1/alert-rules/${created.json.id}`,
+      { channel_ids: [channel] },
+      { token: w.user.token },
+    );
+    expect(onChannel.status).toBe(200);
+  });
+
+  it("answers 404 site_not_found for another account's or an unknown site before a bad body", async () => {
+    w = await rulesWorld(db);
+    const other = await signUp(w.t, 'other@example.com');
+    const otherSite = await w.t.http.post(
+      '/v1/sites',
+      { name: 'Elsewhere', vertical: 'generic' },
+      { token: other.token },
+    );
+    expect(otherSite.status).toBe(201);
+    const bad = {
+      name: 'Fridges',
+      kind: 'temperature',
+      conditions: [{ type: 'above', value: 8, severity: 'catastrophic' }],
+    };
+    for (const site of ['site_nope', otherSite.json.id]) {
+      const answer = await w.t.http.post(
+        '/v1/alert-rules',
+        { ...bad, site_id: site },
+        { token: w.user.token },
+      );
+      expect([answer.status, answer.json.error.code]).toEqual([404, 'site_not_found']);
+    }
+    const ok = await w.t.http.post('/v1/alert-rules', { ...bad, site_id: w.siteId }, { token: w.user.token });
+    expect([ok.status, ok.json.error.code]).toEqual([400, 'invalid_request']);
+    const created = await w.t.http.post(
+      '/v1/alert-rules',
+      { ...bad, site_id: w.siteId, conditions: [{ type: 'above', value: 8, severity: 'critical' }] },
+      { token: w.user.token },
+    );
+    expect(created.status).toBe(201);
+    const patched = await w.t.http.patch(
+      `/v1/alert-rules/${created.json.id}`,
+      { site_id: 'site_nope', colour: 'red' },
+      { token: w.user.token },
+    );
+    expect([patched.status, patched.json.error.code]).toEqual([404, 'site_not_found']);
   });
 
   it('audit-logs each change with the rule before and after', async () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import {
   anchorBefore,
+  awaitsNotice,
   desiredEvents,
   dueNotifications,
   EVALUATION_STEPS,
@@ -340,6 +341,15 @@ describe('rule evaluation steps', () => {
         opened: true,
         resolved: true,
       });
+    });
+
+    it('holds the end of an announced event that falls inside a silence window until the window ends', () => {
+      const ended = event({ notified_open_at: at(11), ended_at: at(20) });
+      const windows = [{ from: at(15), to: at(30) }];
+      expect(dueNotifications(ended, windows, at(25))).toBeNull();
+      expect(awaitsNotice(ended)).toBe(true);
+      expect(dueNotifications(ended, windows, at(30))).toEqual({ opened: false, resolved: true });
+      expect(awaitsNotice({ ...ended, notified_resolved_at: at(30) })).toBe(false);
     });
 
     it('announces a withdrawal only of an event that was announced', () => {

@@ -246,6 +246,43 @@ describe.each(DATABASES)('rule engine scenarios on %s', (db) => {
     ]);
   });
 
+  it('holds the "Resolved" notice of an alarm that ends inside a silence window until the window ends', async () => {
+    w = await rulesWorld(db, { env: { WEBHOOK_ALLOW_PRIVATE: 'true' } });
+    const hook = await w.t.http.post(
+      '/v1/webhooks',
+      { url: 'http://127.0.0.1:9/never', events: ['alarm.opened', 'alarm.resolved'] },
+      { token: w.user.token },
+    );
+    const deliveries = async () =>
+      (await w.t.http.get(`/v1/webhooks/${hook.json.id}/deliveries`, { token: w.user.token })).json.data.map(
+        (d: any) => d.type,
+      );
+    const subjects = async () => alarmMails(await w.outbox()).map((m) => /^Subject: (\w+)/m.exec(m)![1]);
+    const channel = await w.send(T0, 9);
+    await w.tickAt(T0 + 30 * MINUTE);
+    expect(await subjects()).toEqual(['ALARM']);
+    expect(await deliveries()).toEqual(['alarm.opened']);
+
+    const sensor = await w.sensor(channel);
+    const silence = await w.t.http.post(
+      `/v1/sensors/${sensor.id}/silence`,
+      { from: at(T0 + 35 * MINUTE), to: at(T0 + 95 * MINUTE), reason: 'defrost' },
+      { token: w.user.token },
+    );
+    expect(silence.status).toBe(201);
+    w.clock.set(T0 + 40 * MINUTE);
+    await w.send(T0 + 40 * MINUTE, 3);
+    await w.settle();
+    await w.tickAt(T0 + 95 * MINUTE - 1);
+    expect(await w.events()).toEqual([expect.objectContaining({ state: 'resolved' })]);
+    expect(await subjects()).toEqual(['ALARM']);
+    expect(await deliveries()).toEqual(['alarm.opened']);
+
+    await w.tickAt(T0 + 95 * MINUTE);
+    expect(await subjects()).toEqual(['ALARM', 'Resolved']);
+    expect((await deliveries()).sort()).toEqual(['alarm.opened', 'alarm.resolved']);
+  });
+
   it('gives silent and no events when the rule is disabled', async () => {
     w = await rulesWorld(db);
     const channel = await w.send(T0, 3);
