@@ -118,6 +118,7 @@ export class ReportSchedules {
   ): Promise<ReportScheduleRow> {
     const { db, clock, sites, schedules, audit } = this.deps;
     const now = clock.nowMicros();
+    const recipients = distinctAddresses(input.recipients);
     return db.transaction().execute(async (trx) => {
       const site = await sites.find(trx, by.accountId, input.site_id);
       if (!site) throw notFound('site');
@@ -130,7 +131,7 @@ export class ReportSchedules {
         template: input.template,
         language: input.language,
         every: input.every,
-        recipients: JSON.stringify(input.recipients),
+        recipients: JSON.stringify(recipients),
         created_by: by.userId,
         created_at: now,
         next_period_end: periodEnd,
@@ -147,7 +148,7 @@ export class ReportSchedules {
           template: row.template,
           language: row.language,
           every: row.every,
-          recipients: input.recipients,
+          recipients,
         },
         ts: now,
       });
@@ -359,4 +360,15 @@ function periodLabel(from: number, every: ScheduleEvery, timezone: string): stri
 
 function localTime(micros: number, timezone: string): string {
   return DateTime.fromMillis(micros / 1000, { zone: timezone }).toFormat('yyyy-MM-dd HH:mm ZZ');
+}
+
+/** Each address once, as first written: an address given twice (in any case) gets one mail. */
+function distinctAddresses(addresses: readonly string[]): string[] {
+  const seen = new Set<string>();
+  return addresses.filter((a) => {
+    const key = a.toLowerCase();
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
 }

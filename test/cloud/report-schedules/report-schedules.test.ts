@@ -219,9 +219,10 @@ describe.each(DATABASES)('report schedules on %s', (db) => {
       template: 'channel_summary',
       language: 'en',
       every: 'week',
-      recipients: ['pharmacist@example.com'],
+      recipients: ['pharmacist@example.com', 'Pharmacist@Example.com'], // one address, one mail
     });
     expect(created.status).toBe(201);
+    expect(created.json.recipients).toEqual(['pharmacist@example.com']);
     // Monday 9 March, 00:00 EDT (New York moved to summer time on Sunday 8 March).
     expect(created.json.next_run_at).toBe('2026-03-09T04:05:00Z');
     const sent = collectMail(t);
