@@ -288,7 +288,20 @@ export class IntegrationWebhooks implements IntegrationWays {
       );
     }
     this.reportUnknown(device.deviceId, up.devEui, mapped.unknown, decodedBy, log);
+    // One request's worth, as every way in (room kept for the signal): the rest is named in the log.
     const measurements = mapped.measurements.slice(0, MAX_MEASUREMENTS - 1);
+    if (mapped.measurements.length > measurements.length) {
+      log.warn(
+        {
+          dev_eui: up.devEui,
+          kept: measurements.length,
+          not_stored: mapped.measurements
+            .slice(measurements.length)
+            .map((m) => (m.label ? `${m.kind}/${m.label}` : m.kind)),
+        },
+        'uplink carries more values than one reading holds: the rest are not stored',
+      );
+    }
     if (up.rssi !== null) measurements.push(...valid([{ type: 'signal', value: up.rssi }], log, up.devEui));
     const ts = await this.uplinkTime(integration, up.key, up.time, receivedAt);
     return this.submit(integration, up.devEui, { receivedAt, ts, measurements }, log, device);

@@ -246,6 +246,25 @@ describe.each(DATABASES)('ChirpStack events, decoders and tokens over the webhoo
     expect(await t.cloud.services.retention.run()).toMatchObject({ deleted: 0 });
   });
 
+  it('stores the first 31 values of an uplink that carries more, and names the rest in the log', async () => {
+    const temperatureSensor = Object.fromEntries(
+      Array.from({ length: 40 }, (_, i) => [String(i + 1), 20 + i / 10]),
+    );
+    const answer = await post(
+      'up',
+      chirpstackUpJson({
+        devEui: '1111111111111113',
+        time: T0,
+        data: Buffer.alloc(0),
+        object: { temperatureSensor },
+      }),
+    );
+    expect([answer.status, answer.json.accepted]).toEqual([200, 32]); // 31 values and the signal
+    const line = t.logs.find((l) => l.dev_eui === '1111111111111113' && l.level === 40);
+    expect(line).toMatchObject({ kept: 31, not_stored: expect.arrayContaining(['temperature/40']) });
+    expect((line!.not_stored as string[]).length).toBe(9);
+  });
+
   it('answers 200 and logs, never 5xx, for payloads no decoder can read and values it cannot store', async () => {
     const cases: [string, string, Buffer, Record<string, unknown> | undefined][] = [
       ['cayenne-lpp', '2000000000000001', Buffer.from('FFFE', 'hex'), undefined],
