@@ -9,7 +9,7 @@ import { startTestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { decodeMail, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
-import { sendSettled } from './settle.ts';
+import { addManager, escalatingRule, sendSettled } from './settle.ts';
 
 /**
  * Where alert-rule notifications go (docs/api/alert-rules.md#notifications-and-escalation): chat
@@ -193,34 +193,11 @@ describe.each(DATABASES)('alert-rule notifications on %s', (db) => {
 
   it('sends an escalation step once when copies of its job run together, on two cloud processes on PostgreSQL', async () => {
     w = await rulesWorld(db);
-    await w.t.cloud.services.db
-      .insertInto('users')
-      .values({
-        id: 'usr_manager',
-        account_id: w.user.accountId,
-        email: 'manager@example.com',
-        created_at: T0,
-      })
-      .execute();
+    await addManager(w);
     const channel = await send(T0, 3);
-    const rule = await w.t.http.post(
-      '/v1/alert-rules',
-      {
-        name: 'Fridge',
-        channel_ids: [channel],
-        conditions: [{ type: 'above', value: 8, severity: 'critical' }],
-        notify: {
-          steps: [
-            { after_min: 0, user_ids: [w.user.userId] },
-            { after_min: 30, user_ids: ['usr_manager'] },
-          ],
-          repeat_every_min: 60,
-        },
-      },
-      { token: w.user.token },
-    );
+    const ruleId = await escalatingRule(w, channel, 30, 60);
     await send(T0 + MINUTE, 9);
-    const [event] = await w.events(`?rule_id=${rule.json.id}`);
+    const [event] = await w.events(`?rule_id=${ruleId}`);
 
     // Step 2 is due at 10:31. Besides its own job, two more copies of it are queued, as a job
     // claimed again after its process stalled past the claim would be. On PostgreSQL a second

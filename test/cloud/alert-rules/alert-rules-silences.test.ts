@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { DATABASES } from '../../helpers/databases.ts';
 import { at, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
-import { sendSettled, settleAlerts } from './settle.ts';
+import { addManager, escalatingRule, MANAGER, sendSettled, settleAlerts } from './settle.ts';
 
 /**
  * Silence windows and alert rules (docs/api/rules.md: silence windows suppress notifications for
@@ -12,14 +12,9 @@ describe.each(DATABASES)('alert rules and silence windows on %s', (db) => {
   let w: RulesWorld;
   afterEach(async () => w?.t.stop());
 
-  const MANAGER = 'manager@example.com';
-
   async function world() {
     w = await rulesWorld(db);
-    await w.t.cloud.services.db
-      .insertInto('users')
-      .values({ id: 'usr_manager', account_id: w.user.accountId, email: MANAGER, created_at: T0 })
-      .execute();
+    await addManager(w);
   }
 
   const send = (ts: number, value: number) => sendSettled(w, ts, value);
@@ -37,25 +32,14 @@ describe.each(DATABASES)('alert rules and silence windows on %s', (db) => {
       .filter((m) => /^(Reminder CRITICAL|CRITICAL|Resolved): .* \(Fridge\)$/.test(m.subject));
   }
 
-  async function ruleWithEscalation(channel: string) {
-    const rule = await w.t.http.post(
-      '/v1/alert-rules',
-      {
-        name: 'Fridge',
-        channel_ids: [channel],
-        conditions: [{ type: 'above', value: 8, severity: 'critical' }],
-        notify: {
-          steps: [
-            { after_min: 0, user_ids: [w.user.userId] },
-            { after_min: 1, user_ids: ['usr_manager'] },
-          ],
-          repeat_every_min: 1,
-        },
-      },
-      { token: w.user.token },
-    );
-    expect(rule.status).toBe(201);
-    return rule.json.id as string;
+  const ruleWithEscalation = (channel: string) => escalatingRule(w, channel, 1, 1);
+
+  /** The mails after the first `n`, as (to, kind) pairs in a stable order. */
+  async function mailsAfter(n: number): Promise<string[][]> {
+    return (await alertMails())
+      .slice(n)
+      .map((m) => [m.to, m.subject.split(':')[0]!])
+      .sort();
   }
 
   async function silence(channel: string, from: number, to: number): Promise<string> {
@@ -90,12 +74,7 @@ describe.each(DATABASES)('alert rules and silence windows on %s', (db) => {
       { to: MANAGER, subject: expect.stringMatching(/^CRITICAL: /) },
     ]);
     await tickAt(T0 + 62 * MINUTE);
-    expect(
-      (await alertMails())
-        .slice(2)
-        .map((m) => [m.to, m.subject.split(':')[0]])
-        .sort(),
-    ).toEqual([
+    expect(await mailsAfter(2)).toEqual([
       [w.user.email, 'Reminder CRITICAL'],
       [MANAGER, 'Reminder CRITICAL'],
     ]);
@@ -121,12 +100,7 @@ describe.each(DATABASES)('alert rules and silence windows on %s', (db) => {
     await tickAt(T0 + 40 * MINUTE - 1);
     expect(await alertMails()).toHaveLength(2);
     await tickAt(T0 + 40 * MINUTE);
-    expect(
-      (await alertMails())
-        .slice(2)
-        .map((m) => [m.to, m.subject.split(':')[0]])
-        .sort(),
-    ).toEqual([
+    expect(await mailsAfter(2)).toEqual([
       [w.user.email, 'Resolved'],
       [MANAGER, 'Resolved'],
     ]);

@@ -9,7 +9,7 @@ import { DATABASES } from '../../helpers/databases.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { auditOf, createDevice } from '../../helpers/fixtures.ts';
 import { at, decodeMail, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
-import { sendSettled, settleAlerts } from './settle.ts';
+import { addManager, MANAGER, sendSettled, settleAlerts } from './settle.ts';
 
 /**
  * Alert rules through a real server, with a clock that moves only when the test says
@@ -20,14 +20,11 @@ describe.each(DATABASES)('alert rules on %s', (db) => {
   let w: RulesWorld;
   afterEach(async () => w?.t.stop());
 
-  const SECOND = 'manager@example.com';
+  const SECOND = MANAGER;
 
   async function world(env: Record<string, string> = {}) {
     w = await rulesWorld(db, { env });
-    await w.t.cloud.services.db
-      .insertInto('users')
-      .values({ id: 'usr_manager', account_id: w.user.accountId, email: SECOND, created_at: T0 })
-      .execute();
+    await addManager(w);
     return w;
   }
 

@@ -1,4 +1,4 @@
-import type { RulesWorld } from '../rules/world.ts';
+import { T0, type RulesWorld } from '../rules/world.ts';
 
 /** Lets the simple rule engine, the alert engine and the job queue finish what they were given. */
 export async function settleAlerts(w: RulesWorld): Promise<void> {
@@ -18,4 +18,44 @@ export async function sendSettled(
   const channel = await w.send(ts, value, type);
   await settleAlerts(w);
   return channel;
+}
+
+/** The second user of a world's account, `usr_manager`: the later escalation steps' recipient. */
+export const MANAGER = 'manager@example.com';
+
+export async function addManager(w: RulesWorld): Promise<void> {
+  await w.t.cloud.services.db
+    .insertInto('users')
+    .values({ id: 'usr_manager', account_id: w.user.accountId, email: MANAGER, created_at: T0 })
+    .execute();
+}
+
+/**
+ * A rule on one channel, critical above 8: the user is told at once, the manager after
+ * `managerAfterMin`, and both again every `repeatEveryMin`. Answers the rule's id.
+ */
+export async function escalatingRule(
+  w: RulesWorld,
+  channel: string,
+  managerAfterMin: number,
+  repeatEveryMin: number,
+): Promise<string> {
+  const rule = await w.t.http.post(
+    '/v1/alert-rules',
+    {
+      name: 'Fridge',
+      channel_ids: [channel],
+      conditions: [{ type: 'above', value: 8, severity: 'critical' }],
+      notify: {
+        steps: [
+          { after_min: 0, user_ids: [w.user.userId] },
+          { after_min: managerAfterMin, user_ids: ['usr_manager'] },
+        ],
+        repeat_every_min: repeatEveryMin,
+      },
+    },
+    { token: w.user.token },
+  );
+  if (rule.status !== 201) throw new Error(`${rule.status} ${rule.text}`);
+  return rule.json.id as string;
 }
