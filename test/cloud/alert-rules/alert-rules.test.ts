@@ -9,7 +9,7 @@ import { DATABASES } from '../../helpers/databases.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { auditOf, createDevice } from '../../helpers/fixtures.ts';
 import { at, decodeMail, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
-import { addManager, MANAGER, sendSettled, settleAlerts } from './settle.ts';
+import { addManager, escalatingRule, MANAGER, sendSettled, settleAlerts } from './settle.ts';
 
 /**
  * Alert rules through a real server, with a clock that moves only when the test says
@@ -183,17 +183,7 @@ describe.each(DATABASES)('alert rules on %s', (db) => {
   it('escalates after a restart: the next step is a job in the database, not a timer', async () => {
     await world();
     const channel = await send(T0, 3);
-    await create({
-      name: 'Fridge',
-      channel_ids: [channel],
-      conditions: [{ type: 'above', value: 8, severity: 'critical' }],
-      notify: {
-        steps: [
-          { after_min: 0, user_ids: [w.user.userId] },
-          { after_min: 30, user_ids: ['usr_manager'] },
-        ],
-      },
-    });
+    await escalatingRule(w, channel, 30);
     await send(T0 + MINUTE, 9);
     expect(await alertMails()).toHaveLength(1);
     // a second process of the same installation; the first one stops before step 2 is due

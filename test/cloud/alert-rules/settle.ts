@@ -32,13 +32,13 @@ export async function addManager(w: RulesWorld): Promise<void> {
 
 /**
  * A rule on one channel, critical above 8: the user is told at once, the manager after
- * `managerAfterMin`, and both again every `repeatEveryMin`. Answers the rule's id.
+ * `managerAfterMin`, and both again every `repeatEveryMin` (none without it). Answers the rule's id.
  */
 export async function escalatingRule(
   w: RulesWorld,
   channel: string,
   managerAfterMin: number,
-  repeatEveryMin: number,
+  repeatEveryMin?: number,
 ): Promise<string> {
   const rule = await w.t.http.post(
     '/v1/alert-rules',
@@ -51,7 +51,7 @@ export async function escalatingRule(
           { after_min: 0, user_ids: [w.user.userId] },
           { after_min: managerAfterMin, user_ids: ['usr_manager'] },
         ],
-        repeat_every_min: repeatEveryMin,
+        ...(repeatEveryMin === undefined ? {} : { repeat_every_min: repeatEveryMin }),
       },
     },
     { token: w.user.token },
