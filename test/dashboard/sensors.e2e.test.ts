@@ -207,6 +207,17 @@ describe.each(DATABASES)('dashboard sensors and alarms (%s)', (db) => {
     await page.getByRole('button', { name: 'Save thresholds' }).click();
     await graceMessage.waitFor({ state: 'detached' });
 
+    // A change made elsewhere meanwhile is not undone by a save here, and a decimal comma is a point.
+    expect((await t.http.patch(`/v1/sensors/${sensorId}`, { no_data_min: 45 }, { token })).status).toBe(200);
+    await page.getByLabel('Highest OK value (°C)').fill('5,5');
+    await page.getByRole('button', { name: 'Save thresholds' }).click();
+    await eventually(
+      async () => (await t.http.get(`/v1/sensors/${sensorId}`, { token })).json.ok_max === 5.5,
+      'ok_max saved as 5.5',
+    );
+    const both = await t.http.get(`/v1/sensors/${sensorId}`, { token });
+    expect([both.json.ok_min, both.json.ok_max, both.json.no_data_min]).toEqual([1, 5.5, 45]);
+
     // A reading arrives: the value and state follow without a reload.
     await ingest(t, device, new Date(), 4.2);
     readings.push(4.2);

@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { useRoute } from 'preact-iso';
 import { RANGES, type AlarmMark, type RangeName } from '../../shared/chart.ts';
 import { all, api, ApiError, seg, API_BASE } from '../api.ts';
@@ -9,7 +9,7 @@ import { AlertRules } from '../components/alert-rules.tsx';
 import { Ago, ErrorBox, Field, Loading, SeverityBadge, StateBadge, Time } from '../components/ui.tsx';
 import { fieldOf, fromLocalInput, toLocalInput } from '../forms.ts';
 import { useLoad, useTitle } from '../hooks.ts';
-import { useLive } from '../live.ts';
+import { useLive, useNow } from '../live.ts';
 import { sensorName as kindName } from '../site-helpers.ts';
 import { deviceName, formatValue, type AlarmEvent, type Device, type Sensor, type Site } from '../types.ts';
 import '../sensors.css';
@@ -50,6 +50,7 @@ export function SensorPage() {
   const [sensor, setSensor] = useState<Sensor | null>(null);
   const [version, setVersion] = useState(0);
   const current = sensor?.id === id ? sensor : (ctx.data?.sensor ?? null);
+  const now = useNow();
   useTitle(ctx.data ? sensorName(ctx.data) : 'Sensor');
 
   // A new reading or state of this sensor arrives live: the header and the chart follow.
@@ -90,7 +91,7 @@ export function SensorPage() {
         <StateBadge state={current.state} ruleEnabled={current.rule_enabled} />{' '}
         <SeverityBadge severity={current.alert_severity} />{' '}
         <span class="muted">
-          last reading <Ago ts={current.last_ts} />
+          last reading <Ago ts={current.last_ts} now={now} />
         </span>
       </p>
       <ChartSection sensor={current} label={sensorName({ sensor: current, device })} version={version} />
@@ -248,34 +249,68 @@ function ChartSection({ sensor, label, version }: { sensor: Sensor; label: strin
 
 const RULE_FIELDS = ['ok_min', 'ok_max', 'grace_min', 'no_data_min', 'rule_enabled'] as const;
 
+type RuleFormValues = {
+  ok_min: string;
+  ok_max: string;
+  grace_min: string;
+  no_data_min: string;
+  rule_enabled: boolean;
+};
+const NUMBER_FIELDS = ['ok_min', 'ok_max', 'grace_min', 'no_data_min'] as const;
+
+/**
+ * The sensor's thresholds. A save sends only the fields changed in the form, so a change made
+ * elsewhere meanwhile (another user, the API) is not undone; a field not edited here follows the
+ * sensor as it is read again. A decimal comma is read as a decimal point.
+ */
 function RuleForm({ sensor, onSaved }: { sensor: Sensor; onSaved: (s: Sensor) => void }) {
-  const initial = () => ({
+  const initial = (): RuleFormValues => ({
     ok_min: String(sensor.ok_min),
     ok_max: String(sensor.ok_max),
     grace_min: String(sensor.grace_min),
     no_data_min: String(sensor.no_data_min),
     rule_enabled: sensor.rule_enabled,
   });
+  const [base, setBase] = useState(initial);
   const [form, setForm] = useState(initial);
   const [error, setError] = useState<ApiError | null>(null);
   const [saved, setSaved] = useState(false);
   const [busy, setBusy] = useState(false);
   const onField = fieldOf(error, RULE_FIELDS);
   const msg = (f: string) => (onField?.field === f ? onField.message : null);
-  const num = (v: string) => (v.trim() === '' ? null : Number(v));
+  useEffect(() => {
+    const next = initial();
+    setForm((f) => {
+      const merged = { ...f };
+      for (const k of RULE_FIELDS) if (f[k] === base[k]) (merged as Record<string, unknown>)[k] = next[k];
+      return merged;
+    });
+    setBase(next);
+  }, [sensor.ok_min, sensor.ok_max, sensor.grace_min, sensor.no_data_min, sensor.rule_enabled]);
 
   const submit = async (e: Event) => {
     e.preventDefault();
-    setBusy(true);
     setSaved(false);
+    const changes: Record<string, number | boolean | null> = {};
+    for (const f of NUMBER_FIELDS) {
+      if (form[f] === base[f]) continue;
+      const text = form[f].trim().replace(',', '.');
+      const value = text === '' ? null : Number(text);
+      if (value !== null && !Number.isFinite(value)) {
+        setError(new ApiError(400, 'invalid_request', `${f} must be a number`));
+        return;
+      }
+      changes[f] = value;
+    }
+    if (form.rule_enabled !== base.rule_enabled) changes.rule_enabled = form.rule_enabled;
+    if (Object.keys(changes).length === 0) {
+      setError(null);
+      setSaved(true);
+      return;
+    }
+    setBusy(true);
     try {
-      const updated = await api.patch<Sensor>(`/sensors/${seg(sensor.id)}`, {
-        ok_min: num(form.ok_min),
-        ok_max: num(form.ok_max),
-        grace_min: num(form.grace_min),
-        no_data_min: num(form.no_data_min),
-        rule_enabled: form.rule_enabled,
-      });
+      const updated = await api.patch<Sensor>(`/sensors/${seg(sensor.id)}`, changes);
       setError(null);
       setSaved(true);
       onSaved(updated);
@@ -289,9 +324,8 @@ function RuleForm({ sensor, onSaved }: { sensor: Sensor; onSaved: (s: Sensor) =>
     <input
       id={`rule-${f}`}
       name={f}
-      type="number"
-      step={step}
-      inputMode="decimal"
+      type="text"
+      inputMode={step === '1' ? 'numeric' : 'decimal'}
       value={form[f]}
       onInput={(e) => setForm({ ...form, [f]: e.currentTarget.value })}
     />
