@@ -11,6 +11,7 @@ import type { RateLimiter } from '../limits/rate-limiter.ts';
 import type { Db } from '../storage/database.ts';
 import type { AuthRepository, LoginCodeRow, SessionRow } from './auth.repository.ts';
 import { hashSecret } from './secrets.ts';
+import { addressBudget } from '../http/client-address.ts';
 
 /** Without look-alikes (no 0/O, 1/I/L): docs/api/auth.md. */
 export const CODE_ALPHABET = 'ABCDEFGHJKMNPQRSTUVWXYZ23456789';
@@ -85,7 +86,11 @@ export class AuthService {
    */
   async requestCode(rawEmail: string, ip: string): Promise<void> {
     const { db, clock, config, auth, accounts, jobs, rateLimiter } = this.deps;
-    await this.limit(`auth-ip:${ip}`, REQUESTS_PER_IP, 'too many sign-in requests from this address');
+    await this.limit(
+      `auth-ip:${addressBudget(ip)}`,
+      REQUESTS_PER_IP,
+      'too many sign-in requests from this address',
+    );
     const email = normaliseEmail(rawEmail);
     const perEmail = await rateLimiter.hit(
       `auth-email:${hashSecret(email)}`,
@@ -140,7 +145,11 @@ export class AuthService {
   async verifyCode(rawEmail: string, rawCode: string, ip: string): Promise<NewSession> {
     const { db, clock, auth } = this.deps;
     const email = normaliseEmail(rawEmail);
-    await this.limit(`verify-ip:${ip}`, VERIFIES_PER_IP, 'too many sign-in codes entered from this address');
+    await this.limit(
+      `verify-ip:${addressBudget(ip)}`,
+      VERIFIES_PER_IP,
+      'too many sign-in codes entered from this address',
+    );
     await this.limit(
       `verify-email:${hashSecret(email)}`,
       VERIFIES_PER_EMAIL,

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import ipaddr from 'ipaddr.js';
 import proxyaddr from 'proxy-addr';
 import type { Config } from '../config.ts';
 
@@ -24,4 +25,18 @@ export function trustProxy(config: Pick<Config, 'trustProxy'>): TrustProxy {
  */
 export function clientAddress(req: IncomingMessage, trust: TrustProxy): string {
   return proxyaddr(req, trust);
+}
+
+/**
+ * The budget an address counts against in a per-address limit: an IPv4 address itself (an
+ * IPv4-mapped IPv6 address as that IPv4 address), an IPv6 address its /64. One IPv6 client holds a
+ * whole /64 (2^64 addresses), so counting each address apart would give it a fresh budget per
+ * request.
+ */
+export function addressBudget(address: string): string {
+  if (!ipaddr.isValid(address)) return address;
+  const parsed = ipaddr.process(address);
+  if (parsed.kind() === 'ipv4') return parsed.toString();
+  const parts = (parsed as ipaddr.IPv6).parts.slice(0, 4);
+  return `${parts.map((p) => p.toString(16)).join(':')}::/64`;
 }

@@ -2,6 +2,7 @@ import type { RequestHandler } from 'express';
 import type { Config } from '../config.ts';
 import { RateLimited } from '../errors.ts';
 import type { RateLimiter } from '../limits/rate-limiter.ts';
+import { addressBudget } from '../http/client-address.ts';
 
 /**
  * What every answer under `/api/public` gets before its route runs, errors included: CORS for any
@@ -27,7 +28,7 @@ export function publicApiEdge(deps: { config: Config; rateLimiter: RateLimiter }
     }
     const address = req.ip ?? 'unknown';
     const limit = deps.config.rateLimits.publicPerMin;
-    const result = await deps.rateLimiter.hit(`public:${address}`, limit);
+    const result = await deps.rateLimiter.hit(`public:${addressBudget(address)}`, limit);
     res.set({
       'X-RateLimit-Limit': String(limit),
       'X-RateLimit-Remaining': String(result.remaining),

@@ -9,6 +9,7 @@ import type { RateLimiter } from '../limits/rate-limiter.ts';
 import { METRICS, parseBbox, RANGES, type CachedAnswer, type PublicListing } from './public.listing.ts';
 import { PIN_KINDS } from './public.repository.ts';
 import { REASON_MAX, type PublicService } from './public.service.ts';
+import { addressBudget } from '../http/client-address.ts';
 
 /** Flags per client address per hour. */
 export const FLAGS_PER_HOUR = 10;
@@ -134,7 +135,7 @@ export function publicRoutes(s: PublicRoutesDeps): RouteDef[] {
       errors: ['sensor_not_found', 'invalid_request', 'rate_limited'],
       handler: async (req) => {
         const address = req.ip ?? 'unknown';
-        const limit = await s.rateLimiter.hit(`public-flag:${address}`, FLAGS_PER_HOUR, 3600);
+        const limit = await s.rateLimiter.hit(`public-flag:${addressBudget(address)}`, FLAGS_PER_HOUR, 3600);
         if (!limit.allowed && s.config.rateLimitMode === 'enforce') {
           throw new RateLimited(limit.retryAfterSeconds, `at most ${FLAGS_PER_HOUR} reports an hour`);
         }

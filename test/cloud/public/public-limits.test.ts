@@ -109,5 +109,9 @@ describe.each(DATABASES)('public API limits on %s', (db) => {
     clock.advanceMs(HOUR / 1000);
     expect((await report('198.51.100.1')).status).toBe(202);
     expect(await t.cloud.services.publicApi.flags({ all: false })).toHaveLength(12);
+    // An IPv6 client holds a whole /64: its addresses share one budget, another /64 has its own.
+    for (let i = 1; i <= 10; i++) expect((await report(`2001:db8:1:2::${i.toString(16)}`)).status).toBe(202);
+    expect((await report('2001:db8:1:2:ffff:1:2:3')).status).toBe(429);
+    expect((await report('2001:db8:1:3::1')).status).toBe(202);
   });
 });
