@@ -4,7 +4,7 @@ import { SystemClock } from '../cloud/src/clock.ts';
 import { ConfigError, loadConfig } from '../cloud/src/config.ts';
 import { ApiError } from '../cloud/src/errors.ts';
 import { PublicRepository } from '../cloud/src/public/public.repository.ts';
-import { PublicService } from '../cloud/src/public/public.service.ts';
+import { isControl, PublicService } from '../cloud/src/public/public.service.ts';
 import { openDatabase } from '../cloud/src/storage/database.ts';
 import { formatSeconds } from '../shared/time.ts';
 
@@ -64,7 +64,7 @@ async function main(argv: string[]): Promise<number> {
           const state = f.resolution ?? (f.hidden_at !== null ? 'open (sensor hidden)' : 'open');
           process.stdout.write(
             `${f.id}  ${formatSeconds(f.created_at)}  ${state}\n` +
-              `  sensor ${f.sensor_id} (${f.kind ?? 'unknown'}, ${f.nickname ?? '?'}, ${f.location_name ?? '?'})\n` +
+              `  sensor ${f.sensor_id} (${f.kind ?? 'unknown'}, ${printable(f.nickname ?? '?')}, ${printable(f.location_name ?? '?')})\n` +
               `  reporter ${f.reporter}: ${JSON.stringify(f.reason)}\n`,
           );
         }
@@ -102,3 +102,10 @@ main(process.argv.slice(2)).then(
     process.exit(err instanceof ConfigError ? 2 : 1);
   },
 );
+
+/** Text from the public as a terminal shows it: control characters (escape sequences) as \uXXXX. */
+function printable(text: string): string {
+  return [...text]
+    .map((c) => (isControl(c) ? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}` : c))
+    .join('');
+}

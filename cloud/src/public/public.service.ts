@@ -10,7 +10,16 @@ import type { FlagWithPin, PublicDeviceRow, PublicFlagRow, PublicRepository } fr
 
 /** 1 to `max` characters (code points, so an emoji counts once). */
 function text(max: number) {
-  return z.string().refine((s) => s.length > 0 && [...s].length <= max, `must be 1 to ${max} characters`);
+  return z
+    .string()
+    .refine((s) => s.length > 0 && [...s].length <= max, `must be 1 to ${max} characters`)
+    .refine((s) => ![...s].some(isControl), 'must not contain control characters');
+}
+
+/** C0 and C1 control characters: shown to anyone on the map, and printed in an operator's terminal. */
+export function isControl(c: string): boolean {
+  const n = c.codePointAt(0)!;
+  return n < 0x20 || (n >= 0x7f && n <= 0x9f);
 }
 
 /**

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { signUp, startTestCloud, type TestCloud } from '../../helpers/cloud.ts';
+import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { createSite } from '../../helpers/fixtures.ts';
 import { ROOT } from '../../helpers/process.ts';
@@ -21,10 +21,12 @@ describe.each(DATABASES)('npm run admin -- flags on %s', (db) => {
   let t: TestCloud;
   let roof: string;
   let balcony: string;
+  let owner: SignedIn;
+  let roofDevice: string;
 
   beforeAll(async () => {
     t = await startTestCloud({ db, env: PUBLIC_ENV });
-    const owner = await signUp(t, 'owner@example.com');
+    owner = await signUp(t, 'owner@example.com');
     const site = await createSite(t, owner.token);
     const now = Date.now() * 1000;
     const a = await deviceWith(t, owner.token, site.id, now, [{ type: 'temperature', value: 20 }]);
@@ -32,6 +34,7 @@ describe.each(DATABASES)('npm run admin -- flags on %s', (db) => {
     await publish(t, owner.token, a.id, { nickname: 'Roof', location_name: 'Oslo', lat: 59.9, lon: 10.7 });
     await publish(t, owner.token, b.id, { nickname: 'Balcony', location_name: 'Rome', lat: 41.9, lon: 12.5 });
     roof = (await sensorsOf(t, owner.token, a.id))[0]!.id;
+    roofDevice = a.id;
     balcony = (await sensorsOf(t, owner.token, b.id))[0]!.id;
     for (const [id, reason] of [
       [roof, 'Spam nickname'],
@@ -73,6 +76,16 @@ describe.each(DATABASES)('npm run admin -- flags on %s', (db) => {
       resolution: string | null;
     }[];
   };
+
+  it('refuses public names with control characters, which would reach the map and the operator’s terminal', async () => {
+    const answer = await t.http.patch(
+      `/v1/devices/${roofDevice}`,
+      { public: { nickname: 'Roof\u001b[2J\u001b]0;owned\u0007' } },
+      { token: owner.token },
+    );
+    expect([answer.status, answer.json.error.code]).toEqual([400, 'invalid_request']);
+    expect(JSON.stringify(answer.json.error.details)).toContain('control characters');
+  });
 
   it('lists the open flags oldest first, with the sensor they are about', async () => {
     const flags = await listed();
