@@ -32,7 +32,7 @@ describe.each(DATABASES)('ingest rate-limit counters on %s', (db) => {
     const clock = new ManualClock(MID_MINUTE);
     a = await startTestCloud({ db, env, clock });
     b = await startTestCloud({ sameDatabaseAs: a, env, clock });
-    const user = await signUp(a, 'rates@example.com');
+    const user = await signUp(a, 'rates@example.com', [b]);
     const site = await createSite(a, user.token);
     const device = await createDevice(a, user.token, site.id);
     // Timestamps in the past, one per request: none is a duplicate of another.

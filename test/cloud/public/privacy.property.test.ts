@@ -68,7 +68,7 @@ describe.each(DATABASES)('privacy of the public API on %s', (db) => {
     const env = { ...PUBLIC_ENV, RATE_LIMIT_MODE: 'warn' };
     one = await startTestCloud({ db, env });
     two = await startTestCloud({ db, env, sameDatabaseAs: one });
-    owner = await signUp(one, 'private.person@example.com');
+    owner = await signUp(one, 'private.person@example.com', [two]);
     siteId = (await createSite(one, owner.token, { name: 'Home of Private Person' })).id;
   });
   afterAll(async () => {
