@@ -78,10 +78,12 @@ export function alertRuleRoutes(s: AlertRuleRoutesDeps): RouteDef[] {
       errors: ['alert_rule_not_found', 'invalid_request', ...REFERENCES],
       handler: async (req) => {
         const user = userOf(req.ctx);
-        const current = await alertRules.get(user.accountId, param(req, 'rule_id')); // 404 before 400
-        const newSite = (req.body as { site_id?: unknown } | null | undefined)?.site_id !== current.site_id;
-        if (newSite)
-          await siteOfBodyFirst(req.body, (siteId) => alertRules.siteExists(user.accountId, siteId));
+        const rule = await alertRules.get(user.accountId, param(req, 'rule_id')); // 404 before 400
+        // its own site is not looked up again (it may have been deleted since)
+        await siteOfBodyFirst(
+          req.body,
+          async (siteId) => siteId === rule.site_id || alertRules.siteExists(user.accountId, siteId),
+        );
         const patch = parseInput(AlertRulePatch, req.body, 'body');
         const updated = await alertRules.update(user, param(req, 'rule_id'), (current) => {
           const base = inputOf(current);
