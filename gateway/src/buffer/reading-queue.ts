@@ -83,7 +83,8 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
     deadCount: Database.Statement<[]>;
   } | null = null;
   private pendingAppends: PendingAppend[] = [];
-  private pendingDeletes: number[] = [];
+  /** Rows the cloud acknowledged whose delete waits for the next batch: no longer in the queue. */
+  private pendingDeletes = new Set<number>();
   private appendScheduled = false;
   private deleteScheduled = false;
   private count = 0;
@@ -184,30 +185,42 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
     this.emit('appended');
   }
 
-  /** Up to `limit` rows with an id above `afterId`, oldest first. */
+  /**
+   * Up to `limit` rows with an id above `afterId`, oldest first. Rows already acknowledged are left
+   * out though their delete is still pending: an uplink that starts again from the oldest row in the
+   * same turn as an acknowledgement must not send that row a second time.
+   */
   peek(afterId: number, limit: number): QueuedMessage[] {
     if (!this.statements) return [];
-    const rows = this.statements.peek.all(afterId, limit) as {
-      id: number;
-      device: string;
-      kind: number;
-      ts: number;
-      body: string;
-    }[];
-    return rows.map((r) => ({
-      id: r.id,
-      device: r.device,
-      kind: KIND_NAME[r.kind]!,
-      ts: r.ts,
-      body: r.body,
-    }));
+    const out: QueuedMessage[] = [];
+    let after = afterId;
+    while (out.length < limit) {
+      const want = limit - out.length;
+      const rows = this.statements.peek.all(after, want) as {
+        id: number;
+        device: string;
+        kind: number;
+        ts: number;
+        body: string;
+      }[];
+      for (const r of rows) {
+        if (this.pendingDeletes.has(r.id)) continue;
+        out.push({ id: r.id, device: r.device, kind: KIND_NAME[r.kind]!, ts: r.ts, body: r.body });
+      }
+      if (rows.length < want) break;
+      after = rows[rows.length - 1]!.id;
+    }
+    return out;
   }
 
-  /** The cloud PUBACKed these rows: they leave the queue (deleted in the next batch). */
+  /** The cloud PUBACKed these rows: they leave the queue (deleted in the next batch). Idempotent. */
   ack(ids: readonly number[]): void {
-    this.count -= ids.length;
-    for (const id of ids) this.pendingDeletes.push(id);
-    if (this.pendingDeletes.length >= 2000) this.flushDeletes();
+    for (const id of ids) {
+      if (this.pendingDeletes.has(id)) continue;
+      this.pendingDeletes.add(id);
+      this.count--;
+    }
+    if (this.pendingDeletes.size >= 2000) this.flushDeletes();
     else if (!this.deleteScheduled) {
       this.deleteScheduled = true;
       setImmediate(() => this.flushDeletes());
@@ -216,8 +229,8 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
 
   flushDeletes(): void {
     this.deleteScheduled = false;
-    const ids = this.pendingDeletes;
-    this.pendingDeletes = [];
+    const ids = [...this.pendingDeletes];
+    this.pendingDeletes.clear();
     if (ids.length === 0 || !this.db || !this.statements) return;
     const remove = this.statements.remove;
     try {
@@ -225,7 +238,8 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
         for (const id of ids) remove.run(id);
       })();
     } catch (err) {
-      // The rows stay and are sent again after a restart; the cloud deduplicates them.
+      // The rows stay, so they wait again: sent again (the cloud deduplicates them) and counted.
+      this.count += ids.length;
       this.options.log.error({ err, rows: ids.length }, 'buffer delete failed');
     }
   }
@@ -255,6 +269,8 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
    */
   oldestTs(): number | null {
     if (!this.statements || this.count === 0) return null;
+    // Acknowledged rows are gone from the queue: their deletes go first (a status read is rare).
+    if (this.pendingDeletes.size > 0) this.flushDeletes();
     // Readings first-in by id; the few states and info rows ahead of them are skipped.
     const row = this.statements.oldest.get() as { ts: number } | undefined;
     return row?.ts ?? null;
