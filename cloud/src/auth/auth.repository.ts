@@ -56,16 +56,6 @@ export class AuthRepository {
       .executeTakeFirst();
   }
 
-  /** The code can no longer be used (its last attempt was wrong). */
-  async invalidateCode(db: Db, id: string): Promise<void> {
-    await db
-      .updateTable('login_codes')
-      .set({ state: 'invalidated' })
-      .where('id', '=', id)
-      .where('state', '=', 'issued')
-      .execute();
-  }
-
   /** Marks the code used; false when another request used it first (single use under races). */
   async consumeCode(db: Db, id: string): Promise<boolean> {
     const result = await db

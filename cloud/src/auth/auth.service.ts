@@ -137,10 +137,10 @@ export class AuthService {
   }
 
   /**
-   * Verifies `{email, code}`; wrong, expired, used or invalidated all give one 401 `code_invalid`.
-   * Each entry claims one of the code's attempts before it is compared, in one statement, so
-   * concurrent guesses cannot compare more than MAX_CODE_ATTEMPTS times; entries are also limited
-   * per address and per e-mail (429 with Retry-After).
+   * Verifies `{email, code}`; wrong, expired, used, superseded or exhausted all give one 401
+   * `code_invalid`. Each entry claims one of the code's attempts before it is compared, in one
+   * statement, so concurrent guesses cannot compare more than MAX_CODE_ATTEMPTS times; entries are
+   * also limited per address and per e-mail (429 with Retry-After).
    */
   async verifyCode(rawEmail: string, rawCode: string, ip: string): Promise<NewSession> {
     const { db, clock, auth } = this.deps;
@@ -161,10 +161,9 @@ export class AuthService {
     if (!latest || latest.expires_at <= now) throw codeInvalid();
     const row = await auth.claimAttempt(db, latest.id, MAX_CODE_ATTEMPTS);
     if (!row) throw codeInvalid();
-    if (codeHash(row.id, code) !== row.code_hash) {
-      if (row.attempts >= MAX_CODE_ATTEMPTS) await auth.invalidateCode(db, row.id);
-      throw codeInvalid();
-    }
+    // A wrong entry uses up a try of the code only: the link, which cannot be guessed, keeps working,
+    // so that someone who knows the address cannot lock its owner out with five wrong entries.
+    if (codeHash(row.id, code) !== row.code_hash) throw codeInvalid();
     return this.consume(row);
   }
 

@@ -62,7 +62,7 @@ export function SignIn() {
 
   const codeMessage =
     error?.code === 'code_invalid'
-      ? 'That code is wrong, expired or used already. Check the latest mail, or ask for a new code.'
+      ? 'That code is wrong, expired or used already. Open the link in the latest mail instead, or ask for a new code.'
       : null;
 
   return (
