@@ -86,6 +86,25 @@ describe.each(DATABASES)('dashboard sign-in (%s)', (db) => {
     }
   });
 
+  it("brings the mail's link to the page the sign-in started from, once", async () => {
+    const context = await newContext(browser, t.url);
+    const page = await context.newPage();
+    await page.goto('/app/alarms?state=open');
+    await page.waitForURL((u) => u.pathname === '/app/sign-in' && u.searchParams.has('next'));
+    const link = new URL(linkFromMail(await requestCode(t, page, 'deep-link@example.com')));
+    // The link, opened in another tab of the same browser, as from a mail program; at the address
+    // the test's browser uses (the page is remembered per origin, and BASE_URL names localhost).
+    const tab = await context.newPage();
+    await tab.goto(link.pathname + link.search);
+    await tab.waitForURL((u) => u.pathname === '/app/alarms' && u.searchParams.get('state') === 'open');
+    await tab.getByRole('heading', { name: 'Alarms' }).waitFor();
+    // Taken once: the overview opened afterwards stays the overview.
+    await tab.goto('/app/');
+    await tab.getByRole('heading', { name: 'Overview' }).waitFor();
+    expect(new URL(tab.url()).pathname).toBe('/app/');
+    await context.close();
+  });
+
   it('signs in by the link in the mail; the same link again lands on the sign-in page with a message', async () => {
     const email = 'link@example.com';
     const first = await newContext(browser, t.url);

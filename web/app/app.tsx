@@ -5,7 +5,7 @@ import { Loading } from './components/ui.tsx';
 import { Layout } from './layout.tsx';
 import { NotFound } from './pages/not-found.tsx';
 import { Overview } from './pages/overview.tsx';
-import { safeNext, SignIn } from './pages/sign-in.tsx';
+import { safeNext, SignIn, takePendingNext } from './pages/sign-in.tsx';
 import { SessionProvider, useSession } from './session.tsx';
 
 // Settings answers two paths (its sections are /app/settings/<section>), so it is made once.
@@ -48,6 +48,13 @@ function Gate() {
     // too; both go to the same place, whichever runs first).
     if (me && onSignIn) route(safeNext(query.next), true);
   }, [me, onSignIn, url]);
+  // Signed in by the mail's link: on to the page the sign-in started from, if this browser asked.
+  const signedIn = Boolean(me);
+  useEffect(() => {
+    if (!signedIn || onSignIn) return;
+    const pending = takePendingNext(path);
+    if (pending) route(pending, true);
+  }, [signedIn]);
   if (onSignIn) return <SignIn />;
   if (!me) return <Loading what="Opening the dashboard" />;
   return (

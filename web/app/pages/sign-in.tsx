@@ -6,8 +6,42 @@ import { useTitle } from '../hooks.ts';
 import { useSession } from '../session.tsx';
 
 /** Where to go after signing in: a page of the dashboard only (never another site). */
-export function safeNext(next: string | undefined): string {
+export function safeNext(next: string | undefined | null): string {
   return next && next.startsWith('/app/') && !next.startsWith('/app/sign-in') ? next : '/app/';
+}
+
+/** Where a sign-in started from this browser was headed, for the mail's link (kept 15 minutes). */
+const PENDING_NEXT = 'sm-sign-in-next';
+const PENDING_NEXT_MS = 15 * 60 * 1000;
+
+/**
+ * The mail's link opens `/app/auth/callback`, which signs in and lands on `/app/`: the page the user
+ * wanted is remembered in this browser when the code is requested, and taken on the first page
+ * opened signed in (the mail says to open the link in the same browser).
+ */
+function rememberNext(next: string): void {
+  try {
+    if (next === '/app/') localStorage.removeItem(PENDING_NEXT);
+    else localStorage.setItem(PENDING_NEXT, JSON.stringify({ next, at: Date.now() }));
+  } catch {
+    // Storage refused (private mode, full): the link lands on the overview.
+  }
+}
+
+/** The remembered page, once, if it is recent and the browser is on the overview; null otherwise. */
+export function takePendingNext(path: string): string | null {
+  try {
+    const raw = localStorage.getItem(PENDING_NEXT);
+    if (raw === null) return null;
+    localStorage.removeItem(PENDING_NEXT);
+    const { next, at } = JSON.parse(raw) as { next?: string; at?: number };
+    const onOverview = path === '/app' || path === '/app/';
+    if (!onOverview || typeof at !== 'number' || Date.now() - at > PENDING_NEXT_MS) return null;
+    const safe = safeNext(next);
+    return safe === '/app/' ? null : safe;
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -37,6 +71,7 @@ export function SignIn() {
     setError(null);
     try {
       await api.post('/auth/request', { email: email.trim() });
+      rememberNext(next);
       setSent(true);
     } catch (err) {
       setError(err as ApiError);
@@ -51,6 +86,7 @@ export function SignIn() {
     setError(null);
     try {
       await api.post('/auth/verify', { email: email.trim(), code: code.trim() });
+      rememberNext('/app/');
       await refresh();
       route(next, true);
     } catch (err) {
