@@ -98,7 +98,12 @@ export function hostOf(url: URL): string {
   return url.hostname.replace(/^\[(.*)\]$/, '$1');
 }
 
-/** Resolves the host and refuses it unless every address it resolves to is public. */
+/**
+ * Resolves the host and refuses it unless every address it resolves to is public. The message names
+ * the host as given, never the address a name resolved to: that would map the service's internal
+ * names for whoever may register a webhook. Lifting the guard is the operator's setting, so the
+ * user's message does not name it.
+ */
 export async function checkWebhookHost(url: URL, allowPrivate: boolean): Promise<void> {
   if (allowPrivate) return;
   const host = hostOf(url);
@@ -113,7 +118,9 @@ export async function checkWebhookHost(url: URL, allowPrivate: boolean): Promise
   const blocked = addresses.find((a) => !isPublicAddress(a.address));
   if (addresses.length === 0 || blocked) {
     throw invalidWebhookUrl(
-      `the host ${host} resolves to ${blocked?.address ?? 'nothing'}, not a public unicast address; webhooks must reach a public address (or set WEBHOOK_ALLOW_PRIVATE=true)`,
+      ipaddr.isValid(host)
+        ? `${host} is not a public address: webhooks and chat posts go to addresses on the internet only`
+        : `the host ${host} does not resolve to public addresses only: webhooks and chat posts go to addresses on the internet only`,
     );
   }
 }
@@ -129,11 +136,10 @@ export function guardedLookup(allowPrivate: boolean): typeof dns.lookup {
       const list = addresses;
       const bad = allowPrivate ? undefined : list.find((a) => !isPublicAddress(a.address));
       if (bad || list.length === 0) {
+        // The delivery's error is shown to the account: the host, not the address it resolved to.
         const refused = Object.assign(
-          new Error(`refused to connect to ${bad?.address ?? hostname}: not a public address`),
-          {
-            code: 'EWEBHOOKPRIVATE',
-          },
+          new Error(`refused to connect to ${hostname}: it resolves to an address that is not public`),
+          { code: 'EWEBHOOKPRIVATE' },
         );
         return callback(refused);
       }

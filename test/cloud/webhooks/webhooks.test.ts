@@ -202,7 +202,17 @@ describe.each(DATABASES)('outbound webhooks on %s', (db) => {
     ]) {
       const answer = await w.t.http.post('/v1/webhooks', { url, events: ['alarm.opened'] }, token);
       expect([url, answer.status, answer.json.error.code]).toEqual([url, 422, 'invalid_webhook_url']);
+      // The operator's setting is not the user's to change, and is not named to the user.
+      expect(answer.text).not.toContain('WEBHOOK_ALLOW_PRIVATE');
     }
+    // A name is refused without the address it resolves to: no map of internal names.
+    const named = await w.t.http.post(
+      '/v1/webhooks',
+      { url: 'http://localhost/hook', events: ['alarm.opened'] },
+      token,
+    );
+    expect(named.json.error.message).toContain('localhost');
+    expect(named.text).not.toMatch(/127\.0\.0\.1|::1/);
     const bad = await w.t.http.post(
       '/v1/webhooks',
       { url: 'https://example.com', events: ['alarm.exploded'] },
