@@ -32,6 +32,9 @@ export function accountRoutes(s: AccountRoutesDeps): RouteDef[] {
       method: 'get',
       path: '/v1/accounts/me',
       auth: 'user',
+      // The dashboard opens with it: outside the account's budget, so that the admin can reach the
+      // tokens page while a leaked token spends it (see /v1/tokens).
+      family: null,
       summary: 'The caller’s account and its users',
       success: { status: 200, description: '{id, name, created_at, users}' },
       handler: async (req) => {

@@ -67,6 +67,9 @@ export function tokenRoutes(s: TokenRoutesDeps): RouteDef[] {
       method: 'get',
       path: '/v1/tokens',
       auth: 'user',
+      // With the revocation below, outside the account's request budget: a leaked token that
+      // spends it must not also stop the admin from finding and revoking it.
+      family: null,
       summary: "List the account's tokens (never their plaintext)",
       query: ListTokens,
       success: {
@@ -84,6 +87,7 @@ export function tokenRoutes(s: TokenRoutesDeps): RouteDef[] {
       path: '/v1/tokens/:token_id',
       auth: 'user',
       scope: 'admin',
+      family: null,
       summary: 'Revoke a token (it gets 401 at once)',
       success: { status: 204, description: 'revoked' },
       errors: ['token_not_found'],

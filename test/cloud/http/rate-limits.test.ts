@@ -73,6 +73,26 @@ describe.each(DATABASES)('batched rate limits on %s', (db) => {
     expect((await sites(t)).headers.get('x-ratelimit-remaining')).toBe(String(LIMIT - 1));
   });
 
+  it("lets the admin find and revoke a token that spent the account's budget, by API and in the dashboard", async () => {
+    await start();
+    const leaked = await t.http.post('/v1/tokens', { label: 'leaked', scope: 'read' }, { token: user.token });
+    for (let i = 1; i < LIMIT; i++) await t.http.get('/v1/sites', { token: leaked.json.token });
+    expect((await t.http.get('/v1/sites', { token: leaked.json.token })).status).toBe(429);
+    expect((await sites(t)).status).toBe(429); // the budget is the account's (docs/api.md)
+    const session = { cookie: `os_session=${user.cookie}` };
+    expect((await t.http.get('/app/api/sites', session)).status).toBe(429);
+    // The way out stays open: who am I, the token list, the revocation.
+    expect((await t.http.get('/app/api/accounts/me', session)).status).toBe(200);
+    const listed = await t.http.get('/app/api/tokens', session);
+    expect(listed.status).toBe(200);
+    expect(listed.headers.get('x-ratelimit-mgmt')).toBeNull();
+    expect(listed.json.data.map((tok: { id: string }) => tok.id)).toContain(leaked.json.id);
+    expect((await t.http.get('/v1/tokens', { token: user.token })).status).toBe(200);
+    const revoked = await t.http.delete(`/v1/tokens/${leaked.json.id}`, { token: user.token });
+    expect(revoked.status).toBe(204);
+    expect((await t.http.get('/v1/sites', { token: leaked.json.token })).status).toBe(401);
+  });
+
   it('serves over the limit in RATE_LIMIT_MODE=warn and logs each one', async () => {
     await start({ RATE_LIMIT_MODE: 'warn' });
     for (let i = 0; i < LIMIT; i++) expect((await sites(t)).status).toBe(200);
