@@ -18,17 +18,22 @@ export class ApiError extends Error {
   }
 
   /**
-   * The message for one field: from the error's `details` (`[{path, message}]`) when they name it,
-   * else the whole message when the error's code or message names the field (as 422s on one field do).
+   * The message for one field: from the error's `details` (`[{path, message}]`) when they name it.
+   * An error whose details name fields belongs to those only ("`to` must be after `from`" is the
+   * field `to`'s, though its message names both); one without falls back to the whole message when
+   * the message starts with the field's name, as the cloud's messages about one field do ("timezone
+   * must be an IANA time zone name" is the field `timezone`'s, not `name`'s).
    */
   fieldMessage(field: string): string | null {
-    if (Array.isArray(this.details)) {
-      for (const d of this.details as { path?: unknown; message?: unknown }[]) {
-        if (typeof d.path === 'string' && d.path.split('.')[0] === field && typeof d.message === 'string')
-          return d.message;
-      }
+    const named = (
+      Array.isArray(this.details) ? (this.details as { path?: unknown; message?: unknown }[]) : []
+    ).filter((d): d is { path: string; message?: unknown } => typeof d.path === 'string' && d.path !== '');
+    for (const d of named) {
+      if (d.path.split('.')[0] === field && typeof d.message === 'string') return d.message;
     }
-    return this.message.includes(field) ? this.message : null;
+    if (named.length > 0) return null;
+    const start = this.message.replace(/^`/, '');
+    return start.startsWith(field) && !/\w/.test(start.charAt(field.length)) ? this.message : null;
   }
 }
 

@@ -82,10 +82,12 @@ export function SensorChart(props: {
   const latest = useRef<{ series: Series; options: ChartOptions } | null>(null);
   const mounting = useRef(false);
   const unmounted = useRef(false);
+  // A range the API refused shows nothing, not the last range's points under the new range's name.
+  const shown = error ? [] : data;
   useEffect(() => {
-    if (!data || !box.current) return;
+    if (!shown || !box.current) return;
     const next = {
-      series: toSeries(data, bucketSeconds(agg), props.gapSeconds),
+      series: toSeries(shown, bucketSeconds(agg), props.gapSeconds),
       options: {
         label: props.label,
         unit: props.unit,
@@ -111,7 +113,7 @@ export function SensorChart(props: {
       chart.current = handle;
       if (latest.current !== next) handle.update(latest.current!.series, latest.current!.options);
     });
-  }, [data, props.band?.min, props.band?.max, JSON.stringify(props.alarms)]);
+  }, [data, error, props.band?.min, props.band?.max, JSON.stringify(props.alarms)]);
 
   useEffect(
     () => () => {
@@ -122,10 +124,15 @@ export function SensorChart(props: {
     [],
   );
 
-  const values = (data ?? []).map((p) => p.value);
-  const summary = values.length
-    ? `${values.length} ${BUCKET_WORDS[agg]} means from ${Math.min(...values).toFixed(1)} to ${Math.max(...values).toFixed(1)} ${props.unit}`
-    : 'No measurements in this range';
+  const values = (shown ?? []).map((p) => p.value);
+  // The caption says what the chart shows now: a refused range, a range being read, or its means.
+  const summary = error
+    ? 'Nothing shown: this range could not be read'
+    : loading
+      ? 'Reading the measurements of this range'
+      : values.length
+        ? `${values.length} ${BUCKET_WORDS[agg]} means from ${Math.min(...values).toFixed(1)} to ${Math.max(...values).toFixed(1)} ${props.unit}`
+        : 'No measurements in this range';
   return (
     <figure class="chart">
       {!props.onError && <ErrorBox error={error} />}

@@ -61,6 +61,41 @@ export function ErrorBox({ error }: { error: ApiError | null }) {
   );
 }
 
+/**
+ * A detail page whose thing could not be loaded: a link to something deleted, or of another
+ * account, says so in words with the way back; any other failure shows its error.
+ */
+export function LoadFailed({
+  error,
+  what,
+  back,
+}: {
+  error: ApiError;
+  what: string;
+  back?: { href: string; label: string };
+}) {
+  const way = back ?? { href: '/app/', label: 'Back to the overview' };
+  const missing = error.status === 404;
+  return (
+    <>
+      <h1>
+        {missing ? `${what[0]!.toUpperCase()}${what.slice(1)} not found` : `This ${what} could not be loaded`}
+      </h1>
+      {missing ? (
+        <p>
+          There is no such {what} in this account: it may have been deleted, or the link is not for this
+          account.
+        </p>
+      ) : (
+        <ErrorBox error={error} />
+      )}
+      <p>
+        <a href={way.href}>{way.label}</a>
+      </p>
+    </>
+  );
+}
+
 /** A labelled form field with its validation message beside it, tied by aria-describedby. */
 export function Field(props: {
   id: string;

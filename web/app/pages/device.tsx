@@ -5,7 +5,7 @@ import { DeviceCredentials, type IssuedDevice, type Model } from '../components/
 import { Confirm } from '../components/confirm.tsx';
 import { DeleteSection } from '../components/delete-section.tsx';
 import { LiveStatus } from '../components/live-status.tsx';
-import { Ago, ErrorBox, Field, Loading, StateBadge, Time } from '../components/ui.tsx';
+import { Ago, ErrorBox, Field, LoadFailed, Loading, StateBadge, Time } from '../components/ui.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
 import { useLive, useLiveCopies, useNow } from '../live.ts';
 import { useSession } from '../session.tsx';
@@ -329,17 +329,7 @@ export function DevicePage() {
   const device = changed?.id === id ? changed : data?.device;
   useTitle(device ? deviceName(device) : 'Device');
 
-  if (loaded.error && !data) {
-    return (
-      <>
-        <h1>Device</h1>
-        <ErrorBox error={loaded.error} />
-        <p>
-          <a href="/app/">Back to the overview</a>
-        </p>
-      </>
-    );
-  }
+  if (loaded.error && !data) return <LoadFailed error={loaded.error} what="device" />;
   if (!data || !device) return <Loading what="Loading the device" />;
   const site = data.sites.find((s) => s.id === device.site_id);
   const sensors = sensorCopies

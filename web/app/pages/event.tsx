@@ -11,7 +11,7 @@ import {
 } from '../components/alarm-bits.tsx';
 import { SensorChart } from '../components/sensor-chart.tsx';
 import { LiveStatus } from '../components/live-status.tsx';
-import { ErrorBox, Loading, SeverityBadge, Time } from '../components/ui.tsx';
+import { LoadFailed, Loading, SeverityBadge, Time } from '../components/ui.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
 import { useLive } from '../live.ts';
 import { sensorName as kindName } from '../site-helpers.ts';
@@ -121,7 +121,14 @@ export function EventPage() {
     }
   });
 
-  if (loaded.error && !loaded.data) return <ErrorBox error={loaded.error} />;
+  if (loaded.error && !loaded.data)
+    return (
+      <LoadFailed
+        error={loaded.error}
+        what="alarm"
+        back={{ href: '/app/alarms', label: 'Back to the alarms' }}
+      />
+    );
   if (!event) return <Loading />;
   const site = loaded.data?.site;
   const endMs = Math.min(openedAt, (event.ended_at ? Date.parse(event.ended_at) : openedAt) + MARGIN_MS);

@@ -6,7 +6,16 @@ import { alarmTitle } from '../components/alarm-bits.tsx';
 import { SensorChart } from '../components/sensor-chart.tsx';
 import { LiveStatus } from '../components/live-status.tsx';
 import { AlertRules } from '../components/alert-rules.tsx';
-import { Ago, ErrorBox, Field, Loading, SeverityBadge, StateBadge, Time } from '../components/ui.tsx';
+import {
+  Ago,
+  ErrorBox,
+  Field,
+  LoadFailed,
+  Loading,
+  SeverityBadge,
+  StateBadge,
+  Time,
+} from '../components/ui.tsx';
 import { fieldOf, fromLocalInput, toLocalInput } from '../forms.ts';
 import { useLoad, useTitle } from '../hooks.ts';
 import { useLive, useNow } from '../live.ts';
@@ -73,7 +82,7 @@ export function SensorPage() {
     api.get<Sensor>(`/sensors/${seg(id)}`).then(setSensor, () => undefined);
   };
 
-  if (ctx.error && !ctx.data) return <ErrorBox error={ctx.error} />;
+  if (ctx.error && !ctx.data) return <LoadFailed error={ctx.error} what="sensor" />;
   if (!ctx.data || !current) return <Loading />;
   const { device, site } = ctx.data;
   return (

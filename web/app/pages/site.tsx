@@ -3,7 +3,7 @@ import { useLocation, useRoute } from 'preact-iso';
 import { all, api, ApiError, seg } from '../api.ts';
 import { DeleteSection } from '../components/delete-section.tsx';
 import { LiveStatus } from '../components/live-status.tsx';
-import { Ago, ErrorBox, Field, Loading, SeverityBadge, StateBadge } from '../components/ui.tsx';
+import { Ago, ErrorBox, Field, LoadFailed, Loading, SeverityBadge, StateBadge } from '../components/ui.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
 import { useLive, useLiveCopies, useNow } from '../live.ts';
 import { HEALTH_KINDS, sensorName, verticalLabel } from '../site-helpers.ts';
@@ -157,17 +157,7 @@ export function SitePage() {
   const site = renamed?.id === id ? renamed : data?.site;
   useTitle(site?.name ?? 'Site');
 
-  if (loaded.error && !data) {
-    return (
-      <>
-        <h1>Site</h1>
-        <ErrorBox error={loaded.error} />
-        <p>
-          <a href="/app/">Back to the overview</a>
-        </p>
-      </>
-    );
-  }
+  if (loaded.error && !data) return <LoadFailed error={loaded.error} what="site" />;
   if (!data || !site) return <Loading what="Loading the site" />;
 
   const devices = deviceCopies.patched(data.devices).filter((d) => d.site_id === id);
