@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { Logger } from './logger.ts';
 import type { CollectorCounters, StatusSnapshot } from './status.ts';
+import { escapeHtml } from '../../shared/html.ts';
 
 /**
  * The status page on the LAN (`http://<pi>:8080/`): the uplink, the buffer, each collector's
@@ -94,18 +95,6 @@ export class StatusPage {
     res.writeHead(404, { ...headers, 'content-type': 'text/plain; charset=utf-8' });
     res.end('not found\n');
   }
-}
-
-const ESCAPES: Record<string, string> = {
-  '&': '&amp;',
-  '<': '&lt;',
-  '>': '&gt;',
-  '"': '&quot;',
-  "'": '&#39;',
-};
-
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => ESCAPES[c]!);
 }
 
 /** "3 s", "4 min", "2 h 5 min", "3 d 4 h": an age for a person. */

@@ -112,7 +112,9 @@ describe.each(DATABASES)('dashboard sign-in (%s)', (db) => {
     await page.goto('/app/sign-in');
     const link = linkFromMail(await requestCode(t, page, email));
     expect(new URL(link).pathname).toBe('/app/auth/callback');
-    await page.goto(link);
+    // In the browser that asked for it (at the address that browser uses; the mail names BASE_URL's
+    // localhost), the link signs in at once.
+    await page.goto(new URL(link).pathname + new URL(link).search);
     await page.waitForURL((u) => u.pathname === '/app/');
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
     await first.close();
@@ -125,6 +127,43 @@ describe.each(DATABASES)('dashboard sign-in (%s)', (db) => {
     expect(await axeViolations(again)).toEqual([]);
     await screenshot(again, 'sign-in-link-used');
     await second.close();
+  });
+
+  it('asks another browser to confirm the address before the link signs it in, and refuses a form from another site', async () => {
+    const email = 'elsewhere@example.com';
+    const asking = await newContext(browser, t.url);
+    const page = await asking.newPage();
+    await page.goto('/app/sign-in');
+    const link = new URL(linkFromMail(await requestCode(t, page, email)));
+    await asking.close();
+
+    // Another browser (a phone, or a victim sent someone else's link): the address, and a button.
+    for (const viewport of ['desktop', 'phone'] as const) {
+      const other = await newContext(browser, t.url, viewport);
+      const tab = await other.newPage();
+      await tab.goto(link.pathname + link.search);
+      await tab.getByRole('heading', { name: `Sign in as ${email}?` }).waitFor();
+      expect(await tab.evaluate('document.cookie')).toBe(''); // not signed in yet
+      expect(await axeViolations(tab)).toEqual([]);
+      await screenshot(tab, 'sign-in-link-confirm');
+      if (viewport === 'phone') {
+        await tab.getByRole('button', { name: `Sign in as ${email}` }).click();
+        await tab.waitForURL((u) => u.pathname === '/app/');
+        await tab.getByRole('heading', { name: 'Overview' }).waitFor();
+      }
+      await other.close();
+    }
+
+    // A page of another site that posts the form for a link of its own is refused.
+    const foreign = await t.http.call('POST', '/app/auth/callback', undefined, {
+      raw: `t=${encodeURIComponent('anything')}`,
+      headers: {
+        'Content-Type': 'application/x-www-form-urlencoded',
+        Origin: 'https://evil.example',
+        'Sec-Fetch-Site': 'cross-site',
+      },
+    });
+    expect([foreign.status, foreign.json.error.code]).toEqual([403, 'forbidden']);
   });
 
   it('brings a deep link opened signed out back to its page after sign-in', async () => {
@@ -279,9 +318,15 @@ describe.each(DATABASES)('dashboard sign-in (%s)', (db) => {
       await page.getByRole('link', { name: 'Go to the overview' }).click();
       await page.getByRole('heading', { name: 'Overview' }).waitFor();
       await page.goto('/app/sites/site_nope');
-      await page.getByText('site_not_found').waitFor();
+      await page.getByRole('heading', { name: 'Site not found' }).waitFor();
+      await page.getByText('There is no such site in this account').waitFor();
+      expect(await page.getByText('site_not_found').count()).toBe(0); // words, not an error code
       expect(await axeViolations(page)).toEqual([]);
       await screenshot(page, 'site-not-found');
+      await page.goto('/app/events/evt_nope');
+      await page.getByRole('heading', { name: 'Alarm not found' }).waitFor();
+      await page.getByRole('link', { name: 'Back to the alarms' }).click();
+      await page.getByRole('heading', { name: 'Alarms' }).waitFor();
       await context.close();
     }
   });

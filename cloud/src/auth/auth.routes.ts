@@ -1,13 +1,23 @@
+import type { Request, Response } from 'express';
 import { z } from 'zod';
+import { newSecret } from '../../../shared/ids.ts';
 import { formatSeconds } from '../../../shared/time.ts';
 import type { Config } from '../config.ts';
-import { ApiError, InvalidRequest } from '../errors.ts';
+import { ApiError, Forbidden, InvalidRequest } from '../errors.ts';
 import { userOf } from '../http/context.ts';
 import { readCookie, SESSION_COOKIE } from '../http/credentials.ts';
-import type { RouteDef } from '../http/route-table.ts';
+import { ownOrigin, type RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
+import { PAGE_HEADERS } from '../pages/pages.static.ts';
 import type { AuthService, NewSession } from './auth.service.ts';
-import { clearedSessionCookie, sessionCookie } from './cookie.ts';
+import { confirmSignInPage } from './confirm-page.ts';
+import {
+  clearedSessionCookie,
+  clearedSignInCookie,
+  sessionCookie,
+  SIGN_IN_COOKIE,
+  signInCookie,
+} from './cookie.ts';
 
 const RequestCode = z.object({
   email: z.preprocess((v) => (typeof v === 'string' ? v.trim() : v), z.email().max(254)),
@@ -22,6 +32,46 @@ function sessionBody(created: NewSession) {
   };
 }
 
+/** The link's token from the callback's query (`t`): 400 `invalid_request` when missing. */
+function linkToken(value: unknown): string {
+  if (typeof value === 'string' && value.length > 0) return value;
+  throw new InvalidRequest('invalid_request', 'the link is incomplete', [{ path: 't', message: 'required' }]);
+}
+
+/**
+ * How the link is opened: followed in a browser (a navigation, asking for HTML), or by a script.
+ * What a page of another site makes a browser fetch without navigating (an image, a frame's
+ * subresource) is neither, and is refused: only a navigation may answer with the confirm page, and
+ * only the asking browser is signed in without it.
+ */
+function linkOpener(req: Request): 'browser' | 'script' {
+  if (req.get('Sec-Fetch-Dest') === 'document' || req.accepts(['json', 'html']) === 'html') return 'browser';
+  const site = req.get('Sec-Fetch-Site');
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') {
+    throw new Forbidden(
+      'forbidden',
+      "a sign-in link opens in a browser window, not from another site's page",
+    );
+  }
+  return 'script';
+}
+
+/**
+ * A form posted by a page of this origin: what the browser says of the request's site (Fetch
+ * Metadata), else its `Origin`. A request that says neither is refused: every browser that posts a
+ * form sends one of them.
+ */
+function requireSameOriginForm(req: Request, config: Config): void {
+  const site = req.get('Sec-Fetch-Site');
+  const origin = req.get('Origin');
+  const same =
+    site !== undefined
+      ? site === 'same-origin'
+      : origin !== undefined && (origin === new URL(config.baseUrl).origin || origin === ownOrigin(req));
+  if (!same)
+    throw new Forbidden('forbidden', 'this form is accepted from the sign-in page of this site only');
+}
+
 /** What these routes use; the composition root passes them in. */
 export interface AuthRoutesDeps {
   authService: AuthService;
@@ -31,6 +81,27 @@ export interface AuthRoutesDeps {
 /** Human login by magic link (docs/api/auth.md). */
 export function authRoutes(s: AuthRoutesDeps): RouteDef[] {
   const { authService, config } = s;
+
+  /** Signed in by the link: the session cookie, the asking browser's cookie spent, on to the dashboard. */
+  const signedIn = (res: Response, created: NewSession): undefined => {
+    res.set('Cache-Control', 'no-store');
+    res.append('Set-Cookie', [sessionCookie(config, created.secret), clearedSignInCookie()]);
+    res.redirect(303, '/app/');
+    return undefined;
+  };
+
+  /**
+   * A used or expired link opened in a browser lands on the sign-in page saying so; a script gets
+   * the error envelope.
+   */
+  const linkFailed = (req: Request, res: Response, e: unknown): undefined => {
+    if (e instanceof ApiError && req.accepts(['json', 'html']) === 'html') {
+      res.redirect(303, '/app/sign-in?link=invalid');
+      return undefined;
+    }
+    throw e;
+  };
+
   return [
     {
       method: 'post',
@@ -42,8 +113,10 @@ export function authRoutes(s: AuthRoutesDeps): RouteDef[] {
       errors: ['invalid_request', 'rate_limited'],
       handler: async (req) => {
         const body = parseInput(RequestCode, req.body, 'body');
-        await authService.requestCode(body.email, req.ip ?? 'unknown');
-        return { status: 200, body: {} };
+        // The asking browser's cookie: the mail's link signs that browser in without a question.
+        const browser = newSecret('');
+        await authService.requestCode(body.email, req.ip ?? 'unknown', browser);
+        return { status: 200, body: {}, headers: { 'Set-Cookie': signInCookie(browser) } };
       },
     },
     {
@@ -68,31 +141,44 @@ export function authRoutes(s: AuthRoutesDeps): RouteDef[] {
       method: 'get',
       path: '/app/auth/callback',
       auth: 'none',
-      summary: 'The e-mailed link: sets the cookie and redirects to the dashboard',
-      success: { status: 303, description: 'sets the os_session cookie and redirects to /app/' },
+      summary:
+        'The e-mailed link: sets the cookie and redirects to the dashboard; a browser that did not ask for the code confirms first',
+      success: {
+        status: 303,
+        description:
+          'sets the os_session cookie and redirects to /app/; 200 with a page asking to confirm the address in a browser that did not ask for the code',
+      },
       errors: ['code_invalid', 'invalid_request'],
       handler: async (req, res) => {
-        const t = req.query.t;
-        let created;
         try {
-          if (typeof t !== 'string' || t.length === 0) {
-            throw new InvalidRequest('invalid_request', 'the link is incomplete', [
-              { path: 't', message: 'required' },
-            ]);
-          }
-          created = await authService.verifyLink(t);
+          const t = linkToken(req.query.t);
+          if (linkOpener(req) === 'script') return signedIn(res, await authService.verifyLink(t));
+          const opened = await authService.openLink(t, readCookie(req.headers.cookie, SIGN_IN_COOKIE));
+          if ('signedIn' in opened) return signedIn(res, opened.signedIn);
+          res.status(200).set(PAGE_HEADERS).set('Cache-Control', 'no-store').type('html');
+          res.send(confirmSignInPage(opened.confirm.email, t));
+          return undefined;
         } catch (e) {
-          // A person who opens a used or expired link in a browser gets the sign-in page saying
-          // so; a script gets the error envelope.
-          if (e instanceof ApiError && req.accepts(['json', 'html']) === 'html') {
-            res.redirect(303, '/app/sign-in?link=invalid');
-            return undefined;
-          }
-          throw e;
+          return linkFailed(req, res, e);
         }
-        res.set({ 'Set-Cookie': sessionCookie(config, created.secret), 'Cache-Control': 'no-store' });
-        res.redirect(303, '/app/');
-        return undefined;
+      },
+    },
+    {
+      method: 'post',
+      path: '/app/auth/callback',
+      auth: 'none',
+      body: 'raw',
+      summary: "The confirm page's form: signs in with the e-mailed link's token (t, form-encoded)",
+      success: { status: 303, description: 'sets the os_session cookie and redirects to /app/' },
+      errors: ['code_invalid', 'invalid_request', 'forbidden'],
+      handler: async (req, res) => {
+        requireSameOriginForm(req, config);
+        try {
+          const form = new URLSearchParams(req.ctx.rawBody?.toString('utf8') ?? '');
+          return signedIn(res, await authService.verifyLink(linkToken(form.get('t'))));
+        } catch (e) {
+          return linkFailed(req, res, e);
+        }
       },
     },
     {

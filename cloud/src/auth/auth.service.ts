@@ -82,9 +82,10 @@ export class AuthService {
 
   /**
    * Issues a code and mails it. Answers the same whether or not the e-mail is known; only the
-   * per-IP limit is visible (429), the per-e-mail limit silently sends nothing.
+   * per-IP limit is visible (429), the per-e-mail limit silently sends nothing. `browserSecret` is the
+   * `os_signin` cookie given to the asking browser: the mail's link signs that browser in at once.
    */
-  async requestCode(rawEmail: string, ip: string): Promise<void> {
+  async requestCode(rawEmail: string, ip: string, browserSecret: string | null = null): Promise<void> {
     const { db, clock, config, auth, accounts, jobs, rateLimiter } = this.deps;
     await this.limit(
       `auth-ip:${addressBudget(ip)}`,
@@ -114,6 +115,7 @@ export class AuthService {
       attempts: 0,
       created_at: now,
       expires_at: now + CODE_TTL_MICROS,
+      browser_hash: browserSecret === null ? null : hashSecret(browserSecret),
     };
     const link = `${config.baseUrl}/app/auth/callback?t=${linkToken}`;
     await db.transaction().execute(async (trx) => {
@@ -177,10 +179,31 @@ export class AuthService {
 
   /** The e-mailed link: same lifetime and single use as the code. */
   async verifyLink(linkToken: string): Promise<NewSession> {
+    return this.consume(await this.issuedByLink(linkToken));
+  }
+
+  /**
+   * The e-mailed link opened in a browser: it signs in at once when the browser is the one that
+   * asked for the code (its `os_signin` cookie). Any other browser is answered the address the link
+   * signs in as, to confirm first (`verifyLink`): a link from someone else's mail must not sign a
+   * person into a stranger's account unawares (login CSRF).
+   */
+  async openLink(
+    linkToken: string,
+    browserSecret: string | null,
+  ): Promise<{ signedIn: NewSession } | { confirm: { email: string } }> {
+    const row = await this.issuedByLink(linkToken);
+    const sameBrowser =
+      row.browser_hash !== null && browserSecret !== null && hashSecret(browserSecret) === row.browser_hash;
+    if (sameBrowser) return { signedIn: await this.consume(row) };
+    return { confirm: { email: row.email } };
+  }
+
+  private async issuedByLink(linkToken: string): Promise<LoginCodeRow> {
     const { db, clock, auth } = this.deps;
     const row = await auth.findIssuedCodeByLink(db, hashSecret(linkToken));
     if (!row || row.expires_at <= clock.nowMicros()) throw codeInvalid();
-    return this.consume(row);
+    return row;
   }
 
   private async consume(code: LoginCodeRow): Promise<NewSession> {

@@ -1,6 +1,6 @@
 import type { Config } from '../config.ts';
 import { SESSION_COOKIE } from '../http/credentials.ts';
-import { SESSION_TTL_MICROS } from './auth.service.ts';
+import { CODE_TTL_MICROS, SESSION_TTL_MICROS } from './auth.service.ts';
 
 /**
  * The `os_session` cookie with every attribute of the spec's table: Path=/, HttpOnly, Secure,
@@ -28,4 +28,19 @@ function cookie(config: Config, value: string, maxAgeSeconds: number): string {
   if (config.dashboardDomain) parts.push(`Domain=${config.dashboardDomain}`);
   parts.push('HttpOnly', 'Secure', 'SameSite=Lax');
   return parts.join('; ');
+}
+
+/** The cookie of the browser that asked for a sign-in code: sent to the mail's link only. */
+export const SIGN_IN_COOKIE = 'os_signin';
+const SIGN_IN_PATH = '/app/auth/callback';
+
+/** `os_signin`, for the code's lifetime, on the callback's path alone. */
+export function signInCookie(secret: string): string {
+  const maxAge = Math.floor(CODE_TTL_MICROS / 1_000_000);
+  return `${SIGN_IN_COOKIE}=${encodeURIComponent(secret)}; Path=${SIGN_IN_PATH}; Max-Age=${maxAge}; HttpOnly; Secure; SameSite=Lax`;
+}
+
+/** The same cookie, expired: its code is used. */
+export function clearedSignInCookie(): string {
+  return `${SIGN_IN_COOKIE}=; Path=${SIGN_IN_PATH}; Max-Age=0; HttpOnly; Secure; SameSite=Lax`;
 }

@@ -225,7 +225,7 @@ function isDashboardRoute(route: RouteDef): boolean {
 }
 
 /** The origin the request was addressed to (through trusted proxies, as they name it). */
-function ownOrigin(req: Request): string | null {
+export function ownOrigin(req: Request): string | null {
   const host = req.get('Host');
   return host ? `${req.protocol}://${host}` : null;
 }

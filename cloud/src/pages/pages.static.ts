@@ -11,7 +11,7 @@ export const WEB_DIST = path.resolve(import.meta.dirname, '../../../web/dist');
  * Referer (the dashboard's URLs can carry magic-link tokens). `connect-src 'self'` covers the JSON
  * API and the live stream.
  */
-const PAGE_HEADERS = {
+export const PAGE_HEADERS = {
   'Content-Security-Policy':
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
     "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'",

@@ -16,6 +16,8 @@ export interface Tables {
     attempts: number;
     created_at: number;
     expires_at: number;
+    /** Hash of the `os_signin` cookie of the browser that asked for the code (0016). */
+    browser_hash: string | null;
   };
   sessions: {
     id: string;

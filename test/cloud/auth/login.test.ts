@@ -207,6 +207,44 @@ describe.each(DATABASES)('magic-link login on %s', (db) => {
     expect(second.json.error.code).toBe('code_invalid');
   });
 
+  it("signs in by the link only the browser that asked, or after a confirm; never from another site's image", async () => {
+    t = await startTestCloud({ db });
+    const mail = t.nextMail('a@example.com');
+    const asked = await t.http.post('/v1/auth/request', { email: 'a@example.com' });
+    const browserCookie = asked.cookie('os_signin');
+    expect(browserCookie).toBeTruthy();
+    expect(asked.headers.getSetCookie().join()).toContain('Path=/app/auth/callback');
+    const link = new URL(linkFromMail(await mail));
+    const path = link.pathname + link.search;
+    const navigation = { Accept: 'text/html', 'Sec-Fetch-Dest': 'document', 'Sec-Fetch-Mode': 'navigate' };
+    // Another site's page that loads the link as an image: refused, the link unspent.
+    const image = await t.http.get(path, {
+      headers: { Accept: 'image/*', 'Sec-Fetch-Dest': 'image', 'Sec-Fetch-Site': 'cross-site' },
+    });
+    expect([image.status, image.json.error.code, image.cookie('os_session')]).toEqual([
+      403,
+      'forbidden',
+      null,
+    ]);
+    // Another browser: the confirm page, naming the address; nothing signed in yet.
+    const elsewhere = await t.http.get(path, { headers: { ...navigation, 'Sec-Fetch-Site': 'cross-site' } });
+    expect(elsewhere.status).toBe(200);
+    expect(elsewhere.headers.get('content-type')).toContain('text/html');
+    expect(elsewhere.headers.get('x-frame-options')).toBe('DENY');
+    expect(elsewhere.text).toContain('Sign in as a@example.com?');
+    expect(elsewhere.cookie('os_session')).toBeNull();
+    // The asking browser: signed in at once, its sign-in cookie spent.
+    const here = await t.http.get(path, {
+      headers: { ...navigation, 'Sec-Fetch-Site': 'cross-site' },
+      cookie: `os_signin=${browserCookie}`,
+    });
+    expect([here.status, here.headers.get('location')]).toEqual([303, '/app/']);
+    expect(here.cookie('os_session')).toBeTruthy();
+    expect(
+      here.headers.getSetCookie().some((c) => c.startsWith('os_signin=;') && c.includes('Max-Age=0')),
+    ).toBe(true);
+  });
+
   it('answers 200 and sends nothing for an unknown e-mail when sign-up is closed', async () => {
     t = await startTestCloud({ db, env: { SIGNUP: 'closed' } });
     const answer = await t.http.post('/v1/auth/request', { email: 'stranger@example.com' });

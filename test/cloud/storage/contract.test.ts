@@ -320,6 +320,7 @@ describe.each(DATABASES)('storage contract on %s', (kind) => {
         attempts: 0,
         created_at: T0,
         expires_at: T0 + 10 * MINUTE,
+        browser_hash: null,
         ...fields,
       };
     }

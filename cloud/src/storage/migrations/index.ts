@@ -14,6 +14,7 @@ import { publicApi } from './0012_public.ts';
 import { alertRules } from './0013_alert_rules.ts';
 import { integrationModel } from './0014_integration_model.ts';
 import { cluster } from './0015_cluster.ts';
+import { signInBrowser } from './0016_sign_in_browser.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
@@ -36,4 +37,5 @@ export const MIGRATIONS: readonly Migration[] = [
   alertRules,
   integrationModel,
   cluster,
+  signInBrowser,
 ];
