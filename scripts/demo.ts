@@ -37,7 +37,8 @@ interface Sensor {
 /**
  * A one-time sign-in link to the dashboard, made the way a person gets one: the cloud's sign-in
  * request (POST /v1/auth/request) mails a code and a link, and the link is read from the mail in
- * the outbox (no SMTP_URL in the demo). Opening it signs the browser in and lands on /app/.
+ * the outbox (no SMTP_URL in the demo). Opened in a browser, it names the address to confirm (the
+ * browser did not ask for it), then signs in and lands on /app/.
  */
 async function dashboardLink(url: string, dataDir: string, email: string): Promise<string> {
   const outbox = path.join(dataDir, 'outbox');
@@ -109,7 +110,9 @@ async function main(): Promise<void> {
   say(`signed up ${email}; site ${account.siteId}; bridge ${bundle.id} (topic root ${bundle.topic_root})`);
   say(`API token for your own calls: ${account.token}`);
   const link = await dashboardLink(cloud.url, cloudConfig.dataDir, email);
-  say(`dashboard, signed in as ${email} (a one-time link, valid 10 minutes):\n  ${link}`);
+  say(
+    `dashboard, signed in as ${email} (a one-time link, valid 10 minutes; confirm the address on the page it opens):\n  ${link}`,
+  );
   const lorawan = await api('POST', '/v1/integrations', {
     kind: 'chirpstack',
     site_id: account.siteId,
