@@ -15,7 +15,8 @@ import { LiveStreams } from './live.stream.ts';
 
 /**
  * The dashboard's live updates: the publisher (to the platform's notification hub) told by ingest's fold, the rule
- * engine, the alert engine, acknowledgements, device state and sign-outs after each commit, and the open streams.
+ * engine, the alert engine, rule changes, acknowledgements, device state and sign-outs after each commit, and the
+ * open streams.
  */
 export function buildLive(deps: {
   db: Db;
@@ -51,6 +52,7 @@ export function buildLive(deps: {
   rules.onChanges((changes) => liveUpdates.evaluated(changes));
   alertEngine.onChanges((changes) => liveUpdates.alertsChanged(changes));
   events.onAcknowledged((event) => liveUpdates.acknowledged(event));
+  sensors.onRuleUpdated((sensor) => liveUpdates.ruleUpdated(sensor));
   authService.onSessionsEnded((ended) => liveUpdates.sessionsEnded(ended));
   const liveStreams = new LiveStreams({
     hub,

@@ -121,6 +121,12 @@ export class LiveUpdates {
     }
   }
 
+  /** A sensor's rule changed (its thresholds, whether or not its state moved). */
+  ruleUpdated(sensor: { id: string; account_id: string }): void {
+    if (!this.listened(sensor.account_id)) return;
+    this.publish(sensor.account_id, { type: 'sensors.changed', ids: [sensor.id] });
+  }
+
   acknowledged(event: Pick<AlarmEventRow, 'id' | 'account_id'>): void {
     this.publish(event.account_id, { type: 'alarm.changed', id: event.id, change: 'acknowledged' });
   }

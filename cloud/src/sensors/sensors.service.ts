@@ -43,6 +43,8 @@ export function ruleView(r: RuleFields): Record<string, unknown> {
 
 /** A sensor's simple rule: one operating range, a grace period, a no-data window. */
 export class SensorsService {
+  private readonly ruleListeners: ((sensor: SensorRow) => void)[] = [];
+
   constructor(
     private readonly deps: {
       db: Db;
@@ -107,6 +109,14 @@ export class SensorsService {
     return sensor;
   }
 
+  /**
+   * Told after a rule change committed, with the sensor as reads show it then (the dashboard's live
+   * stream: a page open elsewhere shows the new thresholds, whether or not the state moved).
+   */
+  onRuleUpdated(listener: (sensor: SensorRow) => void): void {
+    this.ruleListeners.push(listener);
+  }
+
   /** Changes the rule; the previous rule is kept in the audit trail (`threshold.changed`). */
   async updateRule(by: UserPrincipal, id: string, patch: RulePatch): Promise<SensorRow> {
     const { db, clock, sensors, audit } = this.deps;
@@ -147,6 +157,8 @@ export class SensorsService {
     });
     this.deps.ruleChanges?.ruleCommitted();
     // The answer shows the state under the new rule, as every read after it does.
-    return this.deps.settle ? this.get(by.accountId, id) : updated;
+    const sensor = this.deps.settle ? await this.get(by.accountId, id) : updated;
+    for (const listener of this.ruleListeners) listener(sensor);
+    return sensor;
   }
 }

@@ -98,6 +98,19 @@ describe.each(DATABASES)('the dashboard stream on %s', (db) => {
     expect(JSON.stringify(theirs.events)).not.toContain(sensor.id);
   });
 
+  it('delivers a threshold change made elsewhere, though the state stays the same', async () => {
+    w = await rulesWorld(db);
+    const mine = await stream(w.user);
+    await mine.waitFor('ready');
+    const channelId = await w.send(T0, 3);
+    await mine.waitFor('sensor', (s) => s.last_value === 3 && s.state === 'ok');
+    const sensor = await w.sensor(channelId);
+    const patched = await w.t.http.patch(`/v1/sensors/${sensor.id}`, { ok_max: 6 }, { token: w.user.token });
+    expect(patched.status).toBe(200);
+    const changed = await mine.waitFor('sensor', (s) => s.id === sensor.id && s.ok_max === 6);
+    expect(changed.data).toMatchObject({ state: 'ok', ok_max: 6 });
+  });
+
   it('ends the stream when the session signs out, signs out everywhere, or expires', async () => {
     w = await rulesWorld(db, { env: { SESSION_MAX_DAYS: '365' } });
     const cookie = `os_session=${w.user.cookie}`;
