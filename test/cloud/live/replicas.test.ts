@@ -26,8 +26,10 @@ if (DATABASES.includes('postgres'))
     it('shows on a stream open on B a reading that came in through A, and the device going online', async () => {
       database = testDatabase('postgres');
       a = await startTestCloud({ replicaOf: database });
-      b = await spawnReplica(database);
+      // Signed up before B starts: the sign-in mail is a job that either process may claim, and
+      // only A's mails are seen here.
       const user = await signUp(a, 'live@example.com');
+      b = await spawnReplica(database);
       const site = await createSite(a, user.token);
       const device = await createDevice(a, user.token, site.id);
 

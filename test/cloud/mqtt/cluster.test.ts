@@ -39,8 +39,10 @@ if (DATABASES.includes('postgres'))
       const env = { REDIS_URL, REDIS_PREFIX: prefix };
       database = testDatabase('postgres');
       a = await startTestCloud({ replicaOf: database, mqtt: true, env });
-      b = await spawnReplica(database, env);
+      // Signed up before B starts: the sign-in mail is a job that either process may claim, and
+      // only A's mails are seen here.
       const user = await signUp(a, 'cluster@example.com');
+      b = await spawnReplica(database, env);
       const siteId = (await createSite(a, user.token)).id;
       return { user, bundle: await createBridge(a, user.token, siteId), siteId };
     }

@@ -29,8 +29,10 @@ if (DATABASES.includes('postgres'))
     it('shows a bridge connected to B as connected through A, and a revocation through A drops it on B at once and refuses it there', async () => {
       database = testDatabase('postgres');
       a = await startTestCloud({ replicaOf: database, mqtt: true });
-      b = await spawnReplica(database);
+      // Signed up before B starts: the sign-in mail is a job that either process may claim, and
+      // only A's mails are seen here.
       const user = await signUp(a, 'replicas@example.com');
+      b = await spawnReplica(database);
       const bundle = await createBridge(a, user.token, (await createSite(a, user.token)).id);
 
       client = await connectBridge(b.mqttUrl, bundle);
