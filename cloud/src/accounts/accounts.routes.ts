@@ -32,9 +32,9 @@ export function accountRoutes(s: AccountRoutesDeps): RouteDef[] {
       method: 'get',
       path: '/v1/accounts/me',
       auth: 'user',
-      // The dashboard opens with it: outside the account's budget, so that the admin can reach the
-      // tokens page while a leaked token spends it (see /v1/tokens).
-      family: null,
+      // The dashboard opens with it: on the caller's own budget, so that the admin can reach the
+      // tokens page while a leaked token spends the account's (see /v1/tokens).
+      rateSubject: 'credential',
       summary: 'The caller’s account and its users',
       success: { status: 200, description: '{id, name, created_at, users}' },
       handler: async (req) => {

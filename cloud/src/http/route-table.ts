@@ -50,6 +50,11 @@ export interface RouteDef {
   scope?: Scope;
   /** Rate-limit family. Default: `mgmt` for user routes, `ingest` for device routes, none otherwise. */
   family?: RateFamily | null;
+  /**
+   * Whose budget a user route spends: the account's (default), or the caller's own token or session
+   * (what stopping a leaked token takes, which that token must not be able to spend for everyone).
+   */
+  rateSubject?: 'account' | 'credential';
   /** Device routes: the token may come as the `token` query parameter (Shelly GET only). */
   queryToken?: boolean;
   /**
@@ -326,7 +331,14 @@ async function applyRateLimit(
     report: rateLimits.reportPerMin,
     ingest: rateLimits.ingestPerMin,
   }[family];
-  const subject = principal.kind === 'device' ? principal.deviceId : principal.accountId;
+  const subject =
+    principal.kind === 'device'
+      ? principal.deviceId
+      : route.rateSubject !== 'credential'
+        ? principal.accountId
+        : principal.kind === 'user'
+          ? principal.tokenId
+          : principal.sessionId;
   const result = await deps.rateLimiter.hit(`${family}:${subject}`, limit);
   res.set({
     [FAMILY_HEADER[family]]: String(limit),

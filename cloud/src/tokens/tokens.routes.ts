@@ -67,9 +67,9 @@ export function tokenRoutes(s: TokenRoutesDeps): RouteDef[] {
       method: 'get',
       path: '/v1/tokens',
       auth: 'user',
-      // With the revocation below, outside the account's request budget: a leaked token that
-      // spends it must not also stop the admin from finding and revoking it.
-      family: null,
+      // With the revocation below, on the caller's own budget, not the account's: a leaked token that
+      // spends the account's must not also stop the admin from finding and revoking it.
+      rateSubject: 'credential',
       summary: "List the account's tokens (never their plaintext)",
       query: ListTokens,
       success: {
@@ -87,7 +87,7 @@ export function tokenRoutes(s: TokenRoutesDeps): RouteDef[] {
       path: '/v1/tokens/:token_id',
       auth: 'user',
       scope: 'admin',
-      family: null,
+      rateSubject: 'credential',
       summary: 'Revoke a token (it gets 401 at once)',
       success: { status: 204, description: 'revoked' },
       errors: ['token_not_found'],
