@@ -100,9 +100,10 @@ export function hostOf(url: URL): string {
 
 /**
  * Resolves the host and refuses it unless every address it resolves to is public. The message names
- * the host as given, never the address a name resolved to: that would map the service's internal
- * names for whoever may register a webhook. Lifting the guard is the operator's setting, so the
- * user's message does not name it.
+ * the host as given, never the address a name resolved to, and is the same whether a name does not
+ * resolve or resolves to a private address: either would map the service's internal names for
+ * whoever may register a webhook. Lifting the guard is the operator's setting, so the user's message
+ * does not name it.
  */
 export async function checkWebhookHost(url: URL, allowPrivate: boolean): Promise<void> {
   if (allowPrivate) return;
@@ -113,14 +114,14 @@ export async function checkWebhookHost(url: URL, allowPrivate: boolean): Promise
       ? [{ address: host, family: host.includes(':') ? 6 : 4 }]
       : await dns.promises.lookup(host, { all: true, verbatim: true });
   } catch {
-    throw invalidWebhookUrl(`the host ${host} does not resolve`);
+    addresses = [];
   }
   const blocked = addresses.find((a) => !isPublicAddress(a.address));
   if (addresses.length === 0 || blocked) {
     throw invalidWebhookUrl(
       ipaddr.isValid(host)
         ? `${host} is not a public address: webhooks and chat posts go to addresses on the internet only`
-        : `the host ${host} does not resolve to public addresses only: webhooks and chat posts go to addresses on the internet only`,
+        : `the host ${host} does not resolve, or resolves to an address that is not public: webhooks and chat posts go to addresses on the internet only`,
     );
   }
 }
@@ -132,13 +133,16 @@ export async function checkWebhookHost(url: URL, allowPrivate: boolean): Promise
 export function guardedLookup(allowPrivate: boolean): typeof dns.lookup {
   const lookup = (hostname: string, options: dns.LookupOptions, callback: (...args: unknown[]) => void) => {
     dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
-      if (err) return callback(err);
-      const list = addresses;
+      if (err && allowPrivate) return callback(err);
+      const list = err ? [] : addresses;
       const bad = allowPrivate ? undefined : list.find((a) => !isPublicAddress(a.address));
       if (bad || list.length === 0) {
-        // The delivery's error is shown to the account: the host, not the address it resolved to.
+        // The delivery's error is shown to the account: the host, not the address it resolved to,
+        // and one message whether it resolved or not (no map of internal names).
         const refused = Object.assign(
-          new Error(`refused to connect to ${hostname}: it resolves to an address that is not public`),
+          new Error(
+            `refused to connect to ${hostname}: it does not resolve, or resolves to an address that is not public`,
+          ),
           { code: 'EWEBHOOKPRIVATE' },
         );
         return callback(refused);

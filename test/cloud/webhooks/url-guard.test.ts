@@ -24,6 +24,14 @@ describe('guardedLookup', () => {
     expect(err?.message).not.toMatch(/127\.0\.0\.1|::1/);
   });
 
+  it('says the same of a name that does not resolve', async () => {
+    const missing = await lookup(false, 'no-such-host.invalid');
+    const loopback = await lookup(false, 'localhost');
+    expect(missing.err?.message.replace('no-such-host.invalid', 'HOST')).toBe(
+      loopback.err?.message.replace('localhost', 'HOST'),
+    );
+  });
+
   it('connects to it when the operator allows private addresses', async () => {
     const { err, addresses } = await lookup(true, 'localhost');
     expect(err).toBeNull();

@@ -213,6 +213,15 @@ describe.each(DATABASES)('outbound webhooks on %s', (db) => {
     );
     expect(named.json.error.message).toContain('localhost');
     expect(named.text).not.toMatch(/127\.0\.0\.1|::1/);
+    // Nor does it tell a name that resolves to a private address from one that does not resolve.
+    const missing = await w.t.http.post(
+      '/v1/webhooks',
+      { url: 'http://no-such-host.invalid/hook', events: ['alarm.opened'] },
+      token,
+    );
+    expect(missing.json.error.message.replace('no-such-host.invalid', 'HOST')).toBe(
+      named.json.error.message.replace('localhost', 'HOST'),
+    );
     const bad = await w.t.http.post(
       '/v1/webhooks',
       { url: 'https://example.com', events: ['alarm.exploded'] },
