@@ -39,21 +39,32 @@ function linkToken(value: unknown): string {
 }
 
 /**
- * How the link is opened: followed in a browser (a navigation, asking for HTML), or by a script.
- * What a page of another site makes a browser fetch without navigating (an image, a frame's
- * subresource) is neither, and is refused: only a navigation may answer with the confirm page, and
- * only the asking browser is signed in without it.
+ * Who opens the link. A script that asks for JSON by name is signed in at once, as the API's users
+ * script it. Anything else gets the confirm page unless it is the asking browser: a person's browser,
+ * and also a mail scanner or a link preview (HEAD, or any type accepted), which must not spend the link
+ * before its owner clicks it. What another site's page makes a browser fetch without navigating (an
+ * image) is refused.
  */
-function linkOpener(req: Request): 'browser' | 'script' {
-  if (req.get('Sec-Fetch-Dest') === 'document' || req.accepts(['json', 'html']) === 'html') return 'browser';
+function linkOpener(req: Request): 'script' | 'browser' {
   const site = req.get('Sec-Fetch-Site');
-  if (site !== undefined && site !== 'same-origin' && site !== 'none') {
+  const dest = req.get('Sec-Fetch-Dest');
+  if (
+    site !== undefined &&
+    site !== 'same-origin' &&
+    site !== 'none' &&
+    dest !== undefined &&
+    dest !== 'document'
+  ) {
     throw new Forbidden(
       'forbidden',
       "a sign-in link opens in a browser window, not from another site's page",
     );
   }
-  return 'script';
+  const asksForJson =
+    req.method === 'GET' &&
+    req.accepts(['html', 'json']) === 'json' &&
+    /application\/(?:[\w.+-]+\+)?json/.test(req.get('Accept') ?? '');
+  return asksForJson ? 'script' : 'browser';
 }
 
 /**
@@ -155,7 +166,13 @@ export function authRoutes(s: AuthRoutesDeps): RouteDef[] {
           if (linkOpener(req) === 'script') return signedIn(res, await authService.verifyLink(t));
           const opened = await authService.openLink(t, readCookie(req.headers.cookie, SIGN_IN_COOKIE));
           if ('signedIn' in opened) return signedIn(res, opened.signedIn);
-          res.status(200).set(PAGE_HEADERS).set('Cache-Control', 'no-store').type('html');
+          // Referrer-Policy same-origin, not the dashboard's no-referrer: under no-referrer some
+          // browsers post the form with `Origin: null`, which the form's check refuses.
+          res
+            .status(200)
+            .set(PAGE_HEADERS)
+            .set({ 'Cache-Control': 'no-store', 'Referrer-Policy': 'same-origin' });
+          res.type('html');
           res.send(confirmSignInPage(opened.confirm.email, t));
           return undefined;
         } catch (e) {

@@ -131,10 +131,11 @@ describe.each(DATABASES)('magic-link login on %s', (db) => {
     expect(right.json.error.code).toBe('code_invalid');
     // Whoever typed the wrong codes knew the address only; the link in the owner's mail still works.
     const link = new URL(linkFromMail(text));
-    const signedIn = await t.http.get(link.pathname + link.search);
+    const json = { headers: { Accept: 'application/json' } }; // a script, as the API's users open it
+    const signedIn = await t.http.get(link.pathname + link.search, json);
     expect(signedIn.status).toBe(303);
     expect(signedIn.cookie('os_session')).toBeTruthy();
-    expect((await t.http.get(link.pathname + link.search)).status).toBe(401);
+    expect((await t.http.get(link.pathname + link.search, json)).status).toBe(401);
   });
 
   it('compares at most five guesses of a code, however many arrive at once', async () => {
@@ -193,7 +194,8 @@ describe.each(DATABASES)('magic-link login on %s', (db) => {
     await t.http.post('/v1/auth/request', { email: 'a@example.com' });
     const link = new URL(linkFromMail(await mail));
     expect(link.pathname).toBe('/app/auth/callback');
-    const first = await t.http.get(link.pathname + link.search);
+    const json = { headers: { Accept: 'application/json' } }; // a script, as the API's users open it
+    const first = await t.http.get(link.pathname + link.search, json);
     expect(first.status).toBe(303);
     expect(first.headers.get('location')).toBe('/app/');
     const cookie = first.cookie('os_session');
@@ -202,7 +204,7 @@ describe.each(DATABASES)('magic-link login on %s', (db) => {
       (await t.http.post('/v1/tokens', { label: 'x', scope: 'read' }, { cookie: `os_session=${cookie}` }))
         .status,
     ).toBe(201);
-    const second = await t.http.get(link.pathname + link.search);
+    const second = await t.http.get(link.pathname + link.search, json);
     expect(second.status).toBe(401);
     expect(second.json.error.code).toBe('code_invalid');
   });
@@ -226,6 +228,11 @@ describe.each(DATABASES)('magic-link login on %s', (db) => {
       'forbidden',
       null,
     ]);
+    // A mail scanner or a link preview (HEAD, or any type accepted): the confirm page, the link unspent.
+    for (const method of ['HEAD', 'GET']) {
+      const scanned = await t.http.call(method, path, undefined, { headers: { Accept: '*/*' } });
+      expect([method, scanned.status, scanned.cookie('os_session')]).toEqual([method, 200, null]);
+    }
     // Another browser: the confirm page, naming the address; nothing signed in yet.
     const elsewhere = await t.http.get(path, { headers: { ...navigation, 'Sec-Fetch-Site': 'cross-site' } });
     expect(elsewhere.status).toBe(200);
