@@ -7,23 +7,29 @@ import { createLogger } from '../../gateway/src/logger.ts';
 import { tempDir } from '../helpers/databases.ts';
 
 /** The gateway's buffer (gateway/src/buffer/reading-queue.ts) on a real SQLite file. */
+let dir: string;
+let queue: ReadingQueue;
+
+afterEach(() => {
+  queue.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** An empty queue in a folder of its own (closed and removed after the test). */
+function openQueue(): ReadingQueue {
+  dir = tempDir('sm-queue-');
+  const log = createLogger('error', new Writable({ write: (_c, _e, done) => done() }));
+  queue = new ReadingQueue({ file: path.join(dir, 'buffer.db'), capacity: 100, log });
+  queue.open();
+  return queue;
+}
+
 describe('ReadingQueue.oldestTs', () => {
-  let dir: string;
-  let queue: ReadingQueue;
-
-  afterEach(() => {
-    queue.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-
   it('is the time of the reading waiting longest, not of a device info or state queued ahead of it', async () => {
     // Found by the outage-72h chaos scenario: devices first seen while the uplink is down queue
     // their info (stamped now) ahead of readings taken three days ago, and the status page said
     // the oldest reading waiting was 0 s old.
-    dir = tempDir('sm-queue-');
-    const log = createLogger('error', new Writable({ write: (_c, _e, done) => done() }));
-    queue = new ReadingQueue({ file: path.join(dir, 'buffer.db'), capacity: 100, log });
-    queue.open();
+    openQueue();
     const now = Date.now() * 1000;
     const threeDaysAgo = now - 72 * 3600 * 1_000_000;
     await Promise.all([
@@ -52,19 +58,8 @@ describe('ReadingQueue.oldestTs', () => {
 });
 
 describe('ReadingQueue acknowledgements', () => {
-  let dir: string;
-  let queue: ReadingQueue;
-
-  afterEach(() => {
-    queue.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-
   async function filled(n: number): Promise<number[]> {
-    dir = tempDir('sm-queue-');
-    const log = createLogger('error', new Writable({ write: (_c, _e, done) => done() }));
-    queue = new ReadingQueue({ file: path.join(dir, 'buffer.db'), capacity: 100, log });
-    queue.open();
+    openQueue();
     const at = Date.now() * 1000;
     await Promise.all(
       Array.from({ length: n }, (_, i) =>
