@@ -36,7 +36,9 @@ export function createApp(s: Services): { app: Express; routes: RouteDef[]; dash
     };
     res.set({ 'X-Request-Id': requestId, 'X-Content-Type-Options': 'nosniff' });
     // Pages under /app carry magic-link tokens in their URLs: no Referer may take them elsewhere.
-    if (req.path.startsWith('/app')) res.set('Referrer-Policy', 'no-referrer');
+    // same-origin, not no-referrer: under no-referrer the Fetch standard lets a browser send
+    // `Origin: null` on its own POSTs (WebKit's source reads so), which the cross-site check refuses.
+    if (req.path.startsWith('/app')) res.set('Referrer-Policy', 'same-origin');
     const started = performance.now();
     res.on('finish', () => {
       logRequest(

@@ -199,6 +199,8 @@ describe.each(DATABASES)('dashboard: reports, settings, account (%s)', (db) => {
     await page.getByRole('button', { name: 'Create schedule' }).click();
     const schedule = page.locator('tr', { hasText: 'qa@example.com' });
     await schedule.waitFor();
+    // The next run is shown in the site's time (Europe/Berlin), named, not in the browser's (UTC).
+    await expect(schedule.locator('td[data-label="Next"]').textContent()).resolves.toMatch(/\bCES?T\b/);
     await checked('reports');
     await onPhone('/app/reports', 'reports', (p) => p.getByRole('link', { name: /Download PDF/ }).waitFor());
     await schedule.getByRole('button', { name: /^Delete schedule/ }).click();

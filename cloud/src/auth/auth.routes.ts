@@ -166,12 +166,7 @@ export function authRoutes(s: AuthRoutesDeps): RouteDef[] {
           if (linkOpener(req) === 'script') return signedIn(res, await authService.verifyLink(t));
           const opened = await authService.openLink(t, readCookie(req.headers.cookie, SIGN_IN_COOKIE));
           if ('signedIn' in opened) return signedIn(res, opened.signedIn);
-          // Referrer-Policy same-origin, not the dashboard's no-referrer: under no-referrer some
-          // browsers post the form with `Origin: null`, which the form's check refuses.
-          res
-            .status(200)
-            .set(PAGE_HEADERS)
-            .set({ 'Cache-Control': 'no-store', 'Referrer-Policy': 'same-origin' });
+          res.status(200).set(PAGE_HEADERS).set('Cache-Control', 'no-store');
           res.type('html');
           res.send(confirmSignInPage(opened.confirm.email, t));
           return undefined;

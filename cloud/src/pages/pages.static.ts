@@ -7,15 +7,16 @@ import { ApiError } from '../errors.ts';
 export const WEB_DIST = path.resolve(import.meta.dirname, '../../../web/dist');
 
 /**
- * The security headers of a page: scripts and styles from this origin only, no framing, no
- * Referer (the dashboard's URLs can carry magic-link tokens). `connect-src 'self'` covers the JSON
+ * The security headers of a page: scripts and styles from this origin only, no framing, no Referer
+ * to other origins (the dashboard's URLs can carry magic-link tokens; `same-origin`, since under
+ * `no-referrer` a browser's own POSTs say `Origin: null`, which the cross-site check refuses). `connect-src 'self'` covers the JSON
  * API and the live stream.
  */
 export const PAGE_HEADERS = {
   'Content-Security-Policy':
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
     "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'",
-  'Referrer-Policy': 'no-referrer',
+  'Referrer-Policy': 'same-origin',
   'X-Frame-Options': 'DENY',
   'Cache-Control': 'no-cache',
 };

@@ -118,6 +118,6 @@ describe.each(DATABASES)('browser-facing defences on %s', (db) => {
     }
 
     const callback = await t.http.get('/app/auth/callback?t=nope');
-    expect(callback.headers.get('referrer-policy')).toBe('no-referrer');
+    expect(callback.headers.get('referrer-policy')).toBe('same-origin');
   });
 });

@@ -196,12 +196,19 @@ export function CopyValue({ label, value }: { label: string; value: string }) {
 }
 
 /** A time as the reader's local date and time, with the exact UTC instant on hover. */
-export function Time({ ts }: { ts: string | null | undefined }) {
+export function Time({ ts, timeZone }: { ts: string | null | undefined; timeZone?: string }) {
   if (!ts) return <span class="muted">never</span>;
   const d = new Date(ts);
+  const text = d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short', timeZone });
+  // In another zone than the browser's (a site's), the zone is named: "1 Dec 2026, 00:05 CET".
+  const zone = timeZone
+    ? new Intl.DateTimeFormat(undefined, { timeZone, timeZoneName: 'short' })
+        .formatToParts(d)
+        .find((p) => p.type === 'timeZoneName')?.value
+    : undefined;
   return (
     <time dateTime={ts} title={ts}>
-      {d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' })}
+      {zone ? `${text} ${zone}` : text}
     </time>
   );
 }

@@ -208,7 +208,7 @@ export function Reports() {
         )}
       </section>
 
-      {siteList.length > 0 && <Schedules sites={siteList} siteName={siteName} />}
+      {siteList.length > 0 && <Schedules sites={siteList} siteName={siteName} siteZone={siteZone} />}
     </>
   );
 }
@@ -297,7 +297,15 @@ function RequestForm({ sites, onRequested }: { sites: Site[]; onRequested: () =>
 }
 
 /** Report schedules: the list, create one, delete. */
-function Schedules({ sites, siteName }: { sites: Site[]; siteName: (id: string) => string }) {
+function Schedules({
+  sites,
+  siteName,
+  siteZone,
+}: {
+  sites: Site[];
+  siteName: (id: string) => string;
+  siteZone: (id: string) => string;
+}) {
   const schedules = useLoad(() => all<Schedule>('/report-schedules'), []);
   const [siteId, setSiteId] = useState('');
   const [template, setTemplate] = useState('haccp_monthly');
@@ -363,7 +371,8 @@ function Schedules({ sites, siteName }: { sites: Site[]; siteName: (id: string) 
                     {s.recipients.join(', ')}
                   </td>
                   <td data-label="Next">
-                    <Time ts={s.next_run_at} />
+                    {/* The period ends at midnight in the site's time: shown in that time. */}
+                    <Time ts={s.next_run_at} timeZone={siteZone(s.site_id)} />
                   </td>
                   <td>
                     <ConfirmButton
