@@ -213,6 +213,12 @@ describe.each(DATABASES)('dashboard: reports, settings, account (%s)', (db) => {
     await page.getByRole('button', { name: 'Create schedule' }).click();
     await page.locator('#schedule-recipients-error').waitFor();
     expect(await axeViolations(page)).toEqual([]);
+    // A bad address among good ones is named.
+    await page.getByLabel('Recipients').fill('qa@example.com, chef-at-example.com');
+    await page.getByRole('button', { name: 'Create schedule' }).click();
+    await page
+      .locator('#schedule-recipients-error', { hasText: 'chef-at-example.com: must be an e-mail address' })
+      .waitFor();
   });
 
   it('creates a webhook with its secret shown once, and lists its deliveries', async () => {

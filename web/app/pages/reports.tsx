@@ -297,6 +297,30 @@ function RequestForm({ sites, onRequested }: { sites: Site[]; onRequested: () =>
 }
 
 /** Report schedules: the list, create one, delete. */
+/** The addresses typed in the recipients field, as the schedule is sent with them. */
+function recipientList(text: string): string[] {
+  return text
+    .split(/[\s,;]+/)
+    .map((r) => r.trim())
+    .filter(Boolean);
+}
+
+/**
+ * The recipients field's message, naming the address it is about: the cloud's details say
+ * `recipients.2`, which a person knows as the address they typed third.
+ */
+function recipientsMessage(error: ApiError | null, typed: string[]): string | null {
+  if (!error) return null;
+  if (Array.isArray(error.details)) {
+    for (const d of error.details as { path?: unknown; message?: unknown }[]) {
+      const m = typeof d.path === 'string' ? /^recipients\.(\d+)$/.exec(d.path) : null;
+      const address = m ? typed[Number(m[1])] : undefined;
+      if (address !== undefined && typeof d.message === 'string') return `${address}: ${d.message}`;
+    }
+  }
+  return error.fieldMessage('recipients');
+}
+
 function Schedules({
   sites,
   siteName,
@@ -324,10 +348,7 @@ function Schedules({
       template,
       language,
       every,
-      recipients: recipients
-        .split(/[\s,;]+/)
-        .map((r) => r.trim())
-        .filter(Boolean),
+      recipients: recipientList(recipients),
     });
     setRecipients('');
     schedules.reload();
@@ -433,7 +454,7 @@ function Schedules({
         <Field
           id="schedule-recipients"
           label="Recipients"
-          error={error?.fieldMessage('recipients') ?? null}
+          error={recipientsMessage(error, recipientList(recipients))}
           hint="E-mail addresses, separated by commas or spaces (up to 20)"
         >
           <input
