@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Writable } from 'node:stream';
+import Database from 'better-sqlite3';
 import { ReadingQueue } from '../../gateway/src/buffer/reading-queue.ts';
 import { createLogger } from '../../gateway/src/logger.ts';
 import { tempDir } from '../helpers/databases.ts';
@@ -103,5 +104,47 @@ describe('ReadingQueue acknowledgements', () => {
     queue.ack([ids[0]!]);
     expect(queue.oldestTs()).toBe(second!.ts);
     expect(first!.ts).toBeLessThan(second!.ts);
+  });
+});
+
+describe('ReadingQueue deletes', () => {
+  it('keeps acknowledged rows out of the queue while their delete fails, and deletes them later', async () => {
+    const q = openQueue();
+    const at = Date.now() * 1000;
+    await Promise.all(
+      [0, 1, 2].map((i) =>
+        q.append({
+          device: 'd1',
+          kind: 'reading',
+          ts: at + i,
+          body: `[{"type":"temperature","value":${i}}]`,
+        }),
+      ),
+    );
+    const [first, second, third] = q.peek(0, 3);
+    const rows = () => {
+      const reader = new Database(path.join(dir, 'buffer.db'), { readonly: true });
+      try {
+        return (reader.prepare('SELECT count(*) AS n FROM outbox').get() as { n: number }).n;
+      } finally {
+        reader.close();
+      }
+    };
+    // Another connection holds the file's write lock: the batched delete fails.
+    const other = new Database(path.join(dir, 'buffer.db'), { timeout: 0 });
+    other.exec('BEGIN EXCLUSIVE');
+    q.ack([first!.id, second!.id]);
+    q.flushDeletes(); // waits for the lock as long as the connection's busy timeout, then fails
+    expect(rows()).toBe(3);
+    expect(q.depth).toBe(1);
+    expect(q.peek(0, 10).map((r) => r.id)).toEqual([third!.id]);
+    expect(q.oldestTs()).toBe(third!.ts);
+    other.exec('ROLLBACK');
+    other.close();
+    // The delete is tried again a second later.
+    const deadline = Date.now() + 5000;
+    while (rows() !== 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(rows()).toBe(1);
+    expect(q.depth).toBe(1);
   });
 });

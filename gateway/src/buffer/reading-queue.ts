@@ -59,6 +59,9 @@ CREATE TABLE IF NOT EXISTS dead_letters (
 );
 `;
 
+/** How long a failed batch of deletes waits before it is tried again. */
+const DELETE_RETRY_MS = 1000;
+
 /**
  * The gateway's durable outbox (docs/design/gateway.md): an append-only SQLite table in
  * WAL mode with synchronous=FULL, so a committed row survives a power cut. A reading enters it before
@@ -78,7 +81,7 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
     insert: Database.Statement<[string, number, number, string]>;
     peek: Database.Statement<[number, number]>;
     remove: Database.Statement<[number]>;
-    oldest: Database.Statement<[]>;
+    oldest: Database.Statement<[number]>;
     deadLetter: Database.Statement<[number, string, number, number]>;
     deadCount: Database.Statement<[]>;
   } | null = null;
@@ -119,7 +122,7 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
       insert: db.prepare('INSERT INTO outbox (device, kind, ts, body) VALUES (?, ?, ?, ?)'),
       peek: db.prepare('SELECT id, device, kind, ts, body FROM outbox WHERE id > ? ORDER BY id LIMIT ?'),
       remove: db.prepare('DELETE FROM outbox WHERE id = ?'),
-      oldest: db.prepare('SELECT ts FROM outbox WHERE kind = 0 ORDER BY id LIMIT 1'),
+      oldest: db.prepare('SELECT id, ts FROM outbox WHERE kind = 0 ORDER BY id LIMIT ?'),
       deadLetter: db.prepare(
         `INSERT INTO dead_letters (device, kind, ts, body, reason_code, reason, rejected_at)
          SELECT device, kind, ts, body, ?, ?, ? FROM outbox WHERE id = ?`,
@@ -238,9 +241,14 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
         for (const id of ids) remove.run(id);
       })();
     } catch (err) {
-      // The rows stay, so they wait again: sent again (the cloud deduplicates them) and counted.
-      this.count += ids.length;
-      this.options.log.error({ err, rows: ids.length }, 'buffer delete failed');
+      // The cloud has these rows: they stay out of the queue and their delete is tried again in a
+      // second (a restart meanwhile sends them again, which the cloud deduplicates).
+      for (const id of ids) this.pendingDeletes.add(id);
+      this.options.log.error({ err, rows: ids.length }, 'buffer delete failed: trying again in a second');
+      if (!this.deleteScheduled) {
+        this.deleteScheduled = true;
+        setTimeout(() => this.flushDeletes(), DELETE_RETRY_MS).unref();
+      }
     }
   }
 
@@ -269,11 +277,10 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
    */
   oldestTs(): number | null {
     if (!this.statements || this.count === 0) return null;
-    // Acknowledged rows are gone from the queue: their deletes go first (a status read is rare).
-    if (this.pendingDeletes.size > 0) this.flushDeletes();
-    // Readings first-in by id; the few states and info rows ahead of them are skipped.
-    const row = this.statements.oldest.get() as { ts: number } | undefined;
-    return row?.ts ?? null;
+    // Readings first-in by id; the few states and info rows ahead of them are skipped, and so are
+    // the acknowledged rows whose delete is pending (no write for a status read).
+    const rows = this.statements.oldest.all(this.pendingDeletes.size + 1) as { id: number; ts: number }[];
+    return rows.find((r) => !this.pendingDeletes.has(r.id))?.ts ?? null;
   }
 
   /** Writes what is pending, then closes the database. Safe to call twice. */
