@@ -1,12 +1,19 @@
 import type { AuditRepository } from '../audit/audit.repository.ts';
 import type { Clock } from '../clock.ts';
+import type { Logger } from '../logger.ts';
 import type { RuleEngine } from '../rules/rule-engine.ts';
 import type { Db } from '../storage/database.ts';
 import { SensorsRepository } from './sensors.repository.ts';
 import { SensorsService } from './sensors.service.ts';
 
 /** Sensors (channels) and their rules: their slice of the services. */
-export function buildSensors(deps: { db: Db; clock: Clock; audit: AuditRepository; rules: RuleEngine }): {
+export function buildSensors(deps: {
+  db: Db;
+  clock: Clock;
+  log: Logger;
+  audit: AuditRepository;
+  rules: RuleEngine;
+}): {
   sensorsRepository: SensorsRepository;
   sensors: SensorsService;
 } {
@@ -19,6 +26,7 @@ export function buildSensors(deps: { db: Db; clock: Clock; audit: AuditRepositor
     audit,
     ruleChanges: rules,
     settle: (seqs) => rules.settle(seqs),
+    log: deps.log.child({ module: 'sensors' }),
   });
   return { sensorsRepository, sensors };
 }

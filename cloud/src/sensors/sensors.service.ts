@@ -4,6 +4,7 @@ import { notFound, Unprocessable } from '../errors.ts';
 import type { UserPrincipal } from '../http/context.ts';
 import type { Db } from '../storage/database.ts';
 import type { SensorRow, SensorsRepository } from './sensors.repository.ts';
+import type { Logger } from '../logger.ts';
 
 /** The longest grace a sensor may have without a raised limit (docs/api.md). */
 export const MAX_GRACE_MIN = 360;
@@ -57,6 +58,8 @@ export class SensorsService {
        * call (the rule engine's `settle`), so that a read reflects every write.
        */
       settle?: (seqs: readonly number[]) => Promise<void>;
+      /** For a failing rule listener: the change committed, so it is logged, not answered 500. */
+      log?: Pick<Logger, 'error'>;
     },
   ) {}
 
@@ -158,7 +161,13 @@ export class SensorsService {
     this.deps.ruleChanges?.ruleCommitted();
     // The answer shows the state under the new rule, as every read after it does.
     const sensor = this.deps.settle ? await this.get(by.accountId, id) : updated;
-    for (const listener of this.ruleListeners) listener(sensor);
+    for (const listener of this.ruleListeners) {
+      try {
+        listener(sensor);
+      } catch (err) {
+        this.deps.log?.error({ err, sensor_id: sensor.id }, 'rule update listener failed');
+      }
+    }
     return sensor;
   }
 }
