@@ -23,11 +23,17 @@ function kindOf(expected: string): string {
   return names[expected] ?? expected;
 }
 
-/** The unit of a size limit: characters of a string, items of a list. */
+/** The unit of a size limit: characters of a string, items of a list, a date's time. */
 function sized(origin: string, n: number | bigint): string {
-  if (origin === 'string') return `${n} character${n === 1 ? '' : 's'}`;
-  if (origin === 'array' || origin === 'set') return `${n} item${n === 1 ? '' : 's'}`;
+  if (origin === 'string') return `${n} character${Number(n) === 1 ? '' : 's'}`;
+  if (origin === 'array' || origin === 'set') return `${n} item${Number(n) === 1 ? '' : 's'}`;
+  if (origin === 'date') return new Date(Number(n)).toISOString();
   return String(n);
+}
+
+/** A literal as JSON shows it; a bigint (which JSON cannot hold) as its digits. */
+function literal(v: unknown): string {
+  return typeof v === 'bigint' ? v.toString() : JSON.stringify(v);
 }
 
 /**
@@ -42,11 +48,10 @@ function friendlyIssue(issue: z.core.$ZodRawIssue): string | undefined {
       return `must be ${kindOf(issue.expected)}`;
     case 'too_small': {
       const min = issue.minimum;
-      if (issue.origin === 'string' && Number(min) === 1) return 'must not be empty';
-      if ((issue.origin === 'array' || issue.origin === 'set') && Number(min) === 1)
-        return 'must not be empty';
       const size = sized(issue.origin, min);
       if (issue.exact) return `must be exactly ${size}`;
+      const sizedOrigin = issue.origin === 'string' || issue.origin === 'array' || issue.origin === 'set';
+      if (sizedOrigin && Number(min) === 1) return 'must not be empty';
       return issue.inclusive === false ? `must be more than ${size}` : `must be at least ${size}`;
     }
     case 'too_big': {
@@ -62,8 +67,8 @@ function friendlyIssue(issue: z.core.$ZodRawIssue): string | undefined {
       return `unknown field${issue.keys.length === 1 ? '' : 's'}: ${issue.keys.join(', ')}`;
     case 'invalid_value':
       return issue.values.length === 1
-        ? `must be ${JSON.stringify(issue.values[0])}`
-        : `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
+        ? `must be ${literal(issue.values[0])}`
+        : `must be one of ${issue.values.map(literal).join(', ')}`;
     default:
       return undefined;
   }

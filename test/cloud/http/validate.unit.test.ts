@@ -39,6 +39,21 @@ describe('parseInput', () => {
     expect(message({ extra: 1 })).toEqual({ path: '(root)', message: 'unknown field: extra' });
   });
 
+  it('says the odd shapes plainly too: exact lengths, dates, bigint literals', () => {
+    expect(detailsOf(z.object({ c: z.string().length(1) }), { c: '' })[0]).toEqual({
+      path: 'c',
+      message: 'must be exactly 1 character',
+    });
+    expect(detailsOf(z.object({ d: z.date().min(new Date(0)) }), { d: new Date(-1) })[0]).toEqual({
+      path: 'd',
+      message: 'must be at least 1970-01-01T00:00:00.000Z',
+    });
+    expect(detailsOf(z.object({ b: z.literal(5n) }), { b: 6n })[0]).toEqual({
+      path: 'b',
+      message: 'must be 5',
+    });
+  });
+
   it("keeps a schema's own messages", () => {
     expect(message({ note: 'x' })).toEqual({ path: 'note', message: 'note may not be x' });
   });

@@ -68,10 +68,19 @@ export function SensorChart(props: {
   const { channelId, from, to } = props;
   const fromMs = Date.parse(from);
   const toMs = Date.parse(to);
-  const { data, error, loading } = useLoad(
-    () => loadBuckets(channelId, from, to),
+  // The points come with the range they are of: a live reading reloads the same range, and the
+  // points shown meanwhile (or after a passing failure, a 429 or a 503) are still that range's.
+  const range = `${channelId} ${from} ${to}`;
+  const {
+    data: loaded,
+    error,
+    loading,
+  } = useLoad(
+    () => loadBuckets(channelId, from, to).then((rows) => ({ rows, range })),
     [channelId, from, to, props.version ?? 0],
   );
+  const data = loaded?.rows;
+  const ofThisRange = loaded?.range === range;
   useEffect(() => props.onError?.(error), [error]);
   const box = useRef<HTMLDivElement>(null);
   const chart = useRef<ChartHandle | null>(null);
@@ -82,8 +91,9 @@ export function SensorChart(props: {
   const latest = useRef<{ series: Series; options: ChartOptions } | null>(null);
   const mounting = useRef(false);
   const unmounted = useRef(false);
-  // A range the API refused shows nothing, not the last range's points under the new range's name.
-  const shown = error ? [] : data;
+  // A range that could not be read shows nothing, not another range's points under its name.
+  const unreadable = error !== null && !ofThisRange;
+  const shown = unreadable ? [] : data;
   useEffect(() => {
     if (!shown || !box.current) return;
     const next = {
@@ -113,7 +123,7 @@ export function SensorChart(props: {
       chart.current = handle;
       if (latest.current !== next) handle.update(latest.current!.series, latest.current!.options);
     });
-  }, [data, error, props.band?.min, props.band?.max, JSON.stringify(props.alarms)]);
+  }, [data, unreadable, props.band?.min, props.band?.max, JSON.stringify(props.alarms)]);
 
   useEffect(
     () => () => {
@@ -126,9 +136,9 @@ export function SensorChart(props: {
 
   const values = (shown ?? []).map((p) => p.value);
   // The caption says what the chart shows now: a refused range, a range being read, or its means.
-  const summary = error
+  const summary = unreadable
     ? 'Nothing shown: this range could not be read'
-    : loading
+    : loading && !ofThisRange
       ? 'Reading the measurements of this range'
       : values.length
         ? `${values.length} ${BUCKET_WORDS[agg]} means from ${Math.min(...values).toFixed(1)} to ${Math.max(...values).toFixed(1)} ${props.unit}`

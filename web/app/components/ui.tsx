@@ -200,7 +200,7 @@ export function Time({ ts, timeZone }: { ts: string | null | undefined; timeZone
   if (!ts) return <span class="muted">never</span>;
   const d = new Date(ts);
   const text = d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short', timeZone });
-  // In another zone than the browser's (a site's), the zone is named: "1 Dec 2026, 00:05 CET".
+  // In a given zone (a site's, not the browser's), the zone is named: "1 Dec 2026, 00:05 CET".
   const zone = timeZone
     ? new Intl.DateTimeFormat(undefined, { timeZone, timeZoneName: 'short' })
         .formatToParts(d)

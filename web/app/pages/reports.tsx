@@ -336,6 +336,8 @@ function Schedules({
   const [language, setLanguage] = useState('en');
   const [every, setEvery] = useState<'month' | 'week'>('month');
   const [recipients, setRecipients] = useState('');
+  // The addresses as last sent: the cloud's details name them by their place in that list.
+  const [sent, setSent] = useState<string[]>([]);
   const chosen = siteId || sites[0]!.id;
 
   const {
@@ -343,12 +345,14 @@ function Schedules({
     error,
     submit: create,
   } = useSubmit(async () => {
+    const sentList = recipientList(recipients);
+    setSent(sentList);
     await api.post<Schedule>('/report-schedules', {
       site_id: chosen,
       template,
       language,
       every,
-      recipients: recipientList(recipients),
+      recipients: sentList,
     });
     setRecipients('');
     schedules.reload();
@@ -454,7 +458,7 @@ function Schedules({
         <Field
           id="schedule-recipients"
           label="Recipients"
-          error={recipientsMessage(error, recipientList(recipients))}
+          error={recipientsMessage(error, sent)}
           hint="E-mail addresses, separated by commas or spaces (up to 20)"
         >
           <input
