@@ -107,6 +107,16 @@ describe.each(DATABASES)('dashboard sensors and alarms (%s)', (db) => {
     expect(await axeViolations(page)).toEqual([]);
     await screenshot(page, 'alarms');
 
+    // Opened, then cancelled: nothing acknowledged, the focus back on the button.
+    await item.getByRole('button', { name: 'Acknowledge…' }).click();
+    await item.getByRole('button', { name: 'Cancel' }).click();
+    await item.getByLabel('Note').waitFor({ state: 'detached' });
+    await eventually(
+      async () => (await page.evaluate<string>('document.activeElement.textContent')) === 'Acknowledge…',
+      'focus back on the button',
+    );
+    expect((await t.http.get(`/v1/events/${eventId}`, { token })).json.acknowledged_at).toBeNull();
+
     await item.getByRole('button', { name: 'Acknowledge…' }).click();
     // The keyboard's focus moves into the note.
     await eventually(

@@ -105,8 +105,16 @@ export function sensorWithDevice(id: string): Promise<{ sensor: Sensor; device: 
   return hit;
 }
 
-/** Acknowledge an alarm with a note (required by the API, may be empty). */
-export function AckForm(props: { event: AlarmEvent; onDone: (e: AlarmEvent) => void; focus?: boolean }) {
+/**
+ * Acknowledge an alarm with a note (required by the API, may be empty). With `onCancel`, a Cancel
+ * button (and Escape in the note) closes the form without acknowledging.
+ */
+export function AckForm(props: {
+  event: AlarmEvent;
+  onDone: (e: AlarmEvent) => void;
+  onCancel?: () => void;
+  focus?: boolean;
+}) {
   const { event, onDone } = props;
   const [note, setNote] = useState('');
   const id = `ack-note-${event.id}`;
@@ -133,12 +141,28 @@ export function AckForm(props: { event: AlarmEvent; onDone: (e: AlarmEvent) => v
   return (
     <form class="ack-form" onSubmit={(e) => void submit(e)} noValidate>
       <Field id={id} label="Note" error={noteError} hint="What was done, for the record (shown in reports).">
-        <textarea id={id} value={note} maxLength={2000} onInput={(e) => setNote(e.currentTarget.value)} />
+        <textarea
+          id={id}
+          value={note}
+          maxLength={2000}
+          onInput={(e) => setNote(e.currentTarget.value)}
+          onKeyDown={(e) => {
+            if (e.key === 'Escape' && props.onCancel) props.onCancel();
+          }}
+        />
       </Field>
       {error && !noteError && <ErrorBox error={error} />}
       <button type="submit" class="primary" disabled={busy}>
         Acknowledge
       </button>
+      {props.onCancel && (
+        <>
+          {' '}
+          <button type="button" onClick={props.onCancel} disabled={busy}>
+            Cancel
+          </button>
+        </>
+      )}
     </form>
   );
 }

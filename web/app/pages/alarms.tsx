@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { useLocation } from 'preact-iso';
 import { all, api, ApiError, seg, type Page } from '../api.ts';
 import {
@@ -217,6 +217,14 @@ function EventItem(props: { event: AlarmEvent; siteName: string; onChange: (e: A
   const { event } = props;
   const who = useUserName();
   const [acking, setAcking] = useState(false);
+  // A cancelled acknowledgement gives the keyboard's focus back to the button that opened it.
+  const openButton = useRef<HTMLButtonElement>(null);
+  const [refocus, setRefocus] = useState(false);
+  useEffect(() => {
+    if (!refocus) return;
+    openButton.current?.focus();
+    setRefocus(false);
+  }, [refocus]);
   // undefined while its read is out; null when the sensor is gone (its device was deleted).
   const [names, setNames] = useState<{ sensor: Sensor; device: Device } | null | undefined>(undefined);
   useEffect(() => {
@@ -275,9 +283,13 @@ function EventItem(props: { event: AlarmEvent; siteName: string; onChange: (e: A
             setAcking(false);
             props.onChange(e);
           }}
+          onCancel={() => {
+            setAcking(false);
+            setRefocus(true);
+          }}
         />
       ) : (
-        <button type="button" onClick={() => setAcking(true)}>
+        <button type="button" ref={openButton} onClick={() => setAcking(true)}>
           Acknowledge…
         </button>
       )}
