@@ -25,15 +25,23 @@ export class ApiError extends Error {
    * must be an IANA time zone name" is the field `timezone`'s, not `name`'s).
    */
   fieldMessage(field: string): string | null {
-    const named = (
-      Array.isArray(this.details) ? (this.details as { path?: unknown; message?: unknown }[]) : []
-    ).filter((d): d is { path: string; message?: unknown } => typeof d.path === 'string' && d.path !== '');
+    const named = this.namedDetails();
     for (const d of named) {
       if (d.path.split('.')[0] === field && typeof d.message === 'string') return d.message;
     }
     if (named.length > 0) return null;
     const start = this.message.replace(/^`/, '');
     return start.startsWith(field) && !/\w/.test(start.charAt(field.length)) ? this.message : null;
+  }
+
+  /** The `details` that name a field (`path`, as `recipients.2`), with their messages. */
+  namedDetails(): { path: string; message?: unknown }[] {
+    const details = Array.isArray(this.details)
+      ? (this.details as { path?: unknown; message?: unknown }[])
+      : [];
+    return details.filter(
+      (d): d is { path: string; message?: unknown } => typeof d.path === 'string' && d.path !== '',
+    );
   }
 }
 

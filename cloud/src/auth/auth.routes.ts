@@ -6,7 +6,7 @@ import type { Config } from '../config.ts';
 import { ApiError, Forbidden, InvalidRequest } from '../errors.ts';
 import { userOf } from '../http/context.ts';
 import { readCookie, SESSION_COOKIE } from '../http/credentials.ts';
-import { ownOrigin, type RouteDef } from '../http/route-table.ts';
+import { isOwnOrigin, type RouteDef } from '../http/route-table.ts';
 import { parseInput } from '../http/validate.ts';
 import { PAGE_HEADERS } from '../pages/pages.static.ts';
 import type { AuthService, NewSession } from './auth.service.ts';
@@ -76,9 +76,7 @@ function requireSameOriginForm(req: Request, config: Config): void {
   const site = req.get('Sec-Fetch-Site');
   const origin = req.get('Origin');
   const same =
-    site !== undefined
-      ? site === 'same-origin'
-      : origin !== undefined && (origin === new URL(config.baseUrl).origin || origin === ownOrigin(req));
+    site !== undefined ? site === 'same-origin' : origin !== undefined && isOwnOrigin(req, config, origin);
   if (!same)
     throw new Forbidden('forbidden', 'this form is accepted from the sign-in page of this site only');
 }

@@ -177,7 +177,7 @@ function refuseCrossSiteCookie(req: Request, config: Config, dashboard: boolean)
     );
   }
   const origin = req.get('Origin');
-  if (origin !== undefined && origin !== new URL(config.baseUrl).origin && origin !== ownOrigin(req)) {
+  if (origin !== undefined && !isOwnOrigin(req, config, origin)) {
     throw new Forbidden('forbidden', `a request from ${origin} cannot use the session`);
   }
 }
@@ -230,9 +230,14 @@ function isDashboardRoute(route: RouteDef): boolean {
 }
 
 /** The origin the request was addressed to (through trusted proxies, as they name it). */
-export function ownOrigin(req: Request): string | null {
+function ownOrigin(req: Request): string | null {
   const host = req.get('Host');
   return host ? `${req.protocol}://${host}` : null;
+}
+
+/** Whether `origin` is the cloud's own: BASE_URL's, or the one the request was addressed to. */
+export function isOwnOrigin(req: Request, config: Config, origin: string): boolean {
+  return origin === new URL(config.baseUrl).origin || origin === ownOrigin(req);
 }
 
 /**

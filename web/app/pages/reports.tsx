@@ -311,12 +311,10 @@ function recipientList(text: string): string[] {
  */
 function recipientsMessage(error: ApiError | null, typed: string[]): string | null {
   if (!error) return null;
-  if (Array.isArray(error.details)) {
-    for (const d of error.details as { path?: unknown; message?: unknown }[]) {
-      const m = typeof d.path === 'string' ? /^recipients\.(\d+)$/.exec(d.path) : null;
-      const address = m ? typed[Number(m[1])] : undefined;
-      if (address !== undefined && typeof d.message === 'string') return `${address}: ${d.message}`;
-    }
+  for (const d of error.namedDetails()) {
+    const m = /^recipients\.(\d+)$/.exec(d.path);
+    const address = m ? typed[Number(m[1])] : undefined;
+    if (address !== undefined && typeof d.message === 'string') return `${address}: ${d.message}`;
   }
   return error.fieldMessage('recipients');
 }
