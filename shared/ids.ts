@@ -39,6 +39,7 @@ export type IdPrefix =
   | 'rpt'
   | 'rsc'
   | 'rsr'
+  | 'rcn'
   | 'sil'
   | 'int'
   | 'wh'
@@ -56,13 +57,13 @@ export function newId(prefix: IdPrefix): string {
   return `${prefix}_${randomBase62(16)}`;
 }
 
-/** A secret with 256 bits of entropy after its prefix (`ua_live_`, `ds_live_`, `whk_`, ...). */
 /**
  * The prefixes of every secret the cloud issues (user, device and integration tokens, webhook signing
- * secrets, session cookies): a value that starts with one is never logged.
+ * secrets, session cookies, report recipients' links): a value that starts with one is never logged.
  */
-export const SECRET_PREFIXES = ['ua_live_', 'ds_live_', 'whk_', 'whsec_', 'oss_'] as const;
+export const SECRET_PREFIXES = ['ua_live_', 'ds_live_', 'whk_', 'whsec_', 'oss_', 'rcp_'] as const;
 
+/** A secret with 256 bits of entropy after its prefix (`ua_live_`, `ds_live_`, `whk_`, ...). */
 export function newSecret(prefix: string): string {
   return `${prefix}${randomBase62(32)}`;
 }

@@ -18,6 +18,7 @@ import { metricsRoutes } from './metrics/metrics.routes.ts';
 import { measurementRoutes } from './measurements/measurements.routes.ts';
 import { publicRoutes } from './public/public.routes.ts';
 import { reportRoutes } from './reports/reports.routes.ts';
+import { reportRecipientRoutes } from './report-schedules/report-recipients.routes.ts';
 import { reportScheduleRoutes } from './report-schedules/report-schedules.routes.ts';
 import { ruleRoutes } from './rules/rules.routes.ts';
 import { sensorRoutes } from './sensors/sensors.routes.ts';
@@ -56,6 +57,7 @@ export function allRoutes(s: Services): RouteDef[] {
     ...exportRoutes(s),
     ...reportRoutes(s),
     ...reportScheduleRoutes(s),
+    ...reportRecipientRoutes(s),
     ...integrationRoutes(s),
     ...integrationWebhookRoutes(s),
     ...alertRuleRoutes(s),

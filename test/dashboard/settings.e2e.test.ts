@@ -8,6 +8,7 @@ import { DATABASES } from '../helpers/databases.ts';
 import { signInInBrowser } from '../helpers/dashboard.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { closeClient, connectBridge } from '../helpers/mqtt.ts';
+import { recipientPath } from '../cloud/report-schedules/recipients-helpers.ts';
 
 jest.setTimeout(120_000);
 
@@ -195,10 +196,31 @@ describe.each(DATABASES)('dashboard: reports, settings, account (%s)', (db) => {
     ).toBe('%PDF-');
 
     // A schedule: created, listed, deleted.
-    await page.getByLabel('Recipients').fill('qa@example.com, inspector@example.org');
+    const asked = t.nextMail('qa@example.com');
+    await page.getByLabel('Recipients').fill('manager@example.com, qa@example.com');
     await page.getByRole('button', { name: 'Create schedule' }).click();
     const schedule = page.locator('tr', { hasText: 'qa@example.com' });
     await schedule.waitFor();
+    // The account's own user receives reports at once; another address once it has confirmed.
+    await expect(schedule.locator('li[data-status="confirmed"]').textContent()).resolves.toBe(
+      'manager@example.com',
+    );
+    await expect(schedule.locator('li[data-status="pending"]').textContent()).resolves.toBe(
+      'qa@example.com awaiting confirmation',
+    );
+    await checked('reports-schedule-pending');
+    // qa opens the link of the mail that asks, in a browser of their own, and agrees.
+    const recipient = await newContext(browser, t.url);
+    const qaPage = await recipient.newPage();
+    await qaPage.goto(recipientPath((await asked).text));
+    await qaPage.getByRole('heading', { name: 'Scheduled reports for qa@example.com' }).waitFor();
+    expect(await axeViolations(qaPage)).toEqual([]);
+    await screenshot(qaPage, 'report-recipient');
+    await qaPage.getByRole('button', { name: 'Receive these reports' }).click();
+    await qaPage.getByText('Thank you: you will receive these reports.').waitFor();
+    await recipient.close();
+    await page.reload();
+    await schedule.locator('li[data-status="confirmed"]', { hasText: 'qa@example.com' }).waitFor();
     // The next run is shown in the site's time (Europe/Berlin), named, not in the browser's (UTC).
     await expect(schedule.locator('td[data-label="Next"]').textContent()).resolves.toMatch(/\bCES?T\b/);
     await checked('reports');

@@ -3,15 +3,16 @@
  * plaintext secret may appear in a captured log line or in an error body the cloud answered.
  *
  * A secret is found two ways. By its shape: every token the cloud issues carries a prefix
- * (`ua_live_`, `ds_live_`, `whk_`, `whsec_`, the session cookie's `oss_`), and a private key is a PEM
- * block, so any such value is caught whether or not a test saw it being issued. By its value: the
+ * (`ua_live_`, `ds_live_`, `whk_`, `whsec_`, the session cookie's `oss_`, a report recipient's
+ * link's `rcp_`), and a private key is a PEM block, so any such value is caught whether or not a
+ * test saw it being issued. By its value: the
  * secrets with no prefix (sign-in codes, magic-link tokens) are recorded from the mails the cloud
  * sends, and every secret-shaped value in its answers is recorded too.
  */
 
 /** Prefixed secrets (at least 16 base62 characters after the prefix) and PEM private keys. */
 const SECRET_SHAPES =
-  /(?:ua_live_|ds_live_|whk_|whsec_|oss_)[0-9A-Za-z]{16,}|-----BEGIN [A-Z ]*PRIVATE KEY-----/g;
+  /(?:ua_live_|ds_live_|whk_|whsec_|oss_|rcp_)[0-9A-Za-z]{16,}|-----BEGIN [A-Z ]*PRIVATE KEY-----/g;
 
 export interface Leak {
   where: string;

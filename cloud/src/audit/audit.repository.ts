@@ -1,41 +1,12 @@
+import type { AuditKind } from '../../../shared/audit-kinds.ts';
 import { newId } from '../../../shared/ids.ts';
 import type { Db } from '../storage/database.ts';
 import { keysetPage, type PageRequest } from '../storage/keyset.ts';
 import type { Tables } from '../storage/schema.ts';
 import { entryHash } from './audit-chain.ts';
 
-/** Audit kinds (docs/api/reads.md). */
-export type AuditKind =
-  | 'threshold.changed'
-  | 'sensor.recomputed'
-  | 'event.acknowledged'
-  | 'silence.created'
-  | 'silence.ended'
-  | 'device.created'
-  | 'device.updated'
-  | 'device.deleted'
-  | 'device.moved'
-  | 'device.token_rotated'
-  | 'device.public_changed'
-  | 'site.created'
-  | 'site.updated'
-  | 'site.deleted'
-  | 'token.created'
-  | 'token.revoked'
-  | 'bridge.created'
-  | 'bridge.revoked'
-  | 'webhook.created'
-  | 'webhook.deleted'
-  | 'sessions.revoked'
-  | 'report.created'
-  | 'report_schedule.created'
-  | 'report_schedule.deleted'
-  | 'integration.created'
-  | 'integration.deleted'
-  | 'integration.token_rotated'
-  | 'alert_rule.created'
-  | 'alert_rule.changed'
-  | 'alert_rule.deleted';
+/** Audit kinds (shared/audit-kinds.ts). */
+export type { AuditKind };
 
 export interface AuditEntryInput {
   accountId: string;

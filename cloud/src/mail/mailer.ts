@@ -16,6 +16,8 @@ export interface Mail {
   text: string;
   /** Files sent with the mail (base64 MIME parts): a scheduled report's PDF. */
   attachments?: MailAttachment[];
+  /** Header fields beyond the usual ones: a scheduled report's `List-Unsubscribe`. */
+  headers?: Record<string, string>;
 }
 
 export interface SentMail extends Mail {

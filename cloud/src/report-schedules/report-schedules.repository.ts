@@ -31,6 +31,16 @@ export class ReportSchedulesRepository {
     return keysetPage(q, 'created_at', 'id', 'asc', page).execute();
   }
 
+  /** Every schedule of the account (a recipient's page lists those naming it). */
+  async allOf(db: Db, accountId: string): Promise<ReportScheduleRow[]> {
+    return db
+      .selectFrom('report_schedules')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .orderBy('created_at')
+      .execute();
+  }
+
   async delete(db: Db, id: string): Promise<void> {
     await db.deleteFrom('report_schedules').where('id', '=', id).execute();
   }

@@ -37,14 +37,18 @@ export function reportScheduleRoutes(s: ReportScheduleRoutesDeps): RouteDef[] {
       summary: 'Schedule a report of a site for every past month or week, mailed as a PDF to the recipients',
       requestBody: CreateSchedule,
       success: { status: 201, description: 'the schedule object' },
-      errors: ['site_not_found', 'invalid_request', 'unknown_template', 'unknown_language'],
+      errors: ['site_not_found', 'invalid_request', 'unknown_template', 'unknown_language', 'rate_limited'],
       handler: async (req) => {
         const user = userOf(req.ctx);
         await siteOfBodyFirst(req.body, async (siteId) =>
           Boolean(await sites.find(db, user.accountId, siteId)),
         );
         const body = parseInput(CreateSchedule, req.body, 'body');
-        return { status: 201, body: scheduleView(await reportSchedules.create(user, body)) };
+        const row = await reportSchedules.create(user, body);
+        return {
+          status: 201,
+          body: scheduleView(row, await reportSchedules.recipientStates(user.accountId, [row])),
+        };
       },
     },
     {
@@ -57,8 +61,10 @@ export function reportScheduleRoutes(s: ReportScheduleRoutesDeps): RouteDef[] {
       errors: ['invalid_request'],
       handler: async (req) => {
         const q = parseInput(ListSchedules, req.query, 'query');
-        const rows = await reportSchedules.list(userOf(req.ctx).accountId, pageRequest(q));
-        return { status: 200, body: toPage(rows, q.limit, byCreation, scheduleView) };
+        const { accountId } = userOf(req.ctx);
+        const rows = await reportSchedules.list(accountId, pageRequest(q));
+        const states = await reportSchedules.recipientStates(accountId, rows);
+        return { status: 200, body: toPage(rows, q.limit, byCreation, (row) => scheduleView(row, states)) };
       },
     },
     {
@@ -68,10 +74,14 @@ export function reportScheduleRoutes(s: ReportScheduleRoutesDeps): RouteDef[] {
       summary: 'A report schedule, with its next run',
       success: { status: 200, description: 'the schedule object' },
       errors: ['report_schedule_not_found'],
-      handler: async (req) => ({
-        status: 200,
-        body: scheduleView(await reportSchedules.get(userOf(req.ctx).accountId, param(req, 'schedule_id'))),
-      }),
+      handler: async (req) => {
+        const { accountId } = userOf(req.ctx);
+        const row = await reportSchedules.get(accountId, param(req, 'schedule_id'));
+        return {
+          status: 200,
+          body: scheduleView(row, await reportSchedules.recipientStates(accountId, [row])),
+        };
+      },
     },
     {
       method: 'delete',

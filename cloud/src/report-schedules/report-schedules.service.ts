@@ -13,6 +13,8 @@ import { checkTemplateAndLanguage } from '../reports/report-options.ts';
 import type { ReportsService } from '../reports/reports.service.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
 import { lockedTransaction, type Database, type Db } from '../storage/database.ts';
+import type { RecipientState } from './report-recipients.repository.ts';
+import type { ReportRecipients } from './report-recipients.ts';
 import type {
   ReportScheduleRow,
   ReportSchedulesRepository,
@@ -42,15 +44,23 @@ export interface CreateSchedule {
   recipients: string[];
 }
 
-/** The schedule object (docs/api/report-schedules.md). */
-export function scheduleView(s: ReportScheduleRow) {
+/**
+ * The schedule object (docs/api/report-schedules.md), with each recipient's answer from `states`
+ * (by lower-cased address; `pending` for an address with no answer recorded).
+ */
+export function scheduleView(s: ReportScheduleRow, states: ReadonlyMap<string, RecipientState>) {
+  const recipients = JSON.parse(s.recipients) as string[];
   return {
     id: s.id,
     site_id: s.site_id,
     template: s.template,
     language: s.language,
     every: s.every,
-    recipients: JSON.parse(s.recipients) as string[],
+    recipients,
+    recipient_status: recipients.map((address) => ({
+      address,
+      status: states.get(address.toLowerCase()) ?? 'pending',
+    })),
     created_at: formatSeconds(s.created_at),
     next_run_at: formatSeconds(s.next_run_at),
   };
@@ -88,6 +98,7 @@ export class ReportSchedules {
       audit: AuditRepository;
       sites: SitesRepository;
       schedules: ReportSchedulesRepository;
+      recipients: ReportRecipients;
       reports: ReportMaker;
       /** How often the tick runs (default one minute). */
       tickMs?: number;
@@ -138,6 +149,11 @@ export class ReportSchedules {
         next_run_at: periodEnd + RUN_DELAY_MICROS,
       };
       await schedules.insert(trx, row);
+      await this.deps.recipients.ask(trx, by, recipients, {
+        siteName: site.name,
+        template: row.template,
+        every: row.every,
+      });
       await audit.record(trx, {
         accountId: by.accountId,
         kind: 'report_schedule.created',
@@ -164,6 +180,33 @@ export class ReportSchedules {
 
   async list(accountId: string, page: PageRequest): Promise<ReportScheduleRow[]> {
     return this.deps.schedules.list(this.deps.db, accountId, page);
+  }
+
+  /** The recipients' answers of these schedules of one account, for `scheduleView`. */
+  async recipientStates(
+    accountId: string,
+    rows: readonly ReportScheduleRow[],
+  ): Promise<Map<string, RecipientState>> {
+    const addresses = rows.flatMap((r) => JSON.parse(r.recipients) as string[]);
+    return this.deps.recipients.states(this.deps.db, accountId, addresses);
+  }
+
+  /** The account's schedules that name this address, as its recipient's page lists them. */
+  async forRecipient(
+    accountId: string,
+    address: string,
+  ): Promise<{ siteName: string; template: string; every: string }[]> {
+    const { db, schedules, sites } = this.deps;
+    const naming = (await schedules.allOf(db, accountId)).filter((s) =>
+      (JSON.parse(s.recipients) as string[]).some((a) => a.toLowerCase() === address),
+    );
+    return Promise.all(
+      naming.map(async (s) => ({
+        siteName: (await sites.find(db, accountId, s.site_id))?.name ?? s.site_id,
+        template: s.template,
+        every: s.every,
+      })),
+    );
   }
 
   /** Deletes the schedule; runs it already claimed still make their report, and are not mailed. */
@@ -302,10 +345,24 @@ export class ReportSchedules {
   private mailJob(): JobHandler {
     return {
       run: async (payload) => {
-        const { db, schedules, reports, mailer, sites } = this.deps;
+        const { db, schedules, reports, mailer, sites, recipients, log } = this.deps;
         const { run_id, to } = payload as { run_id: string; to: string };
         const run = await schedules.findRun(db, run_id);
         if (!run?.report_id) return;
+        // Asked when it sends, not when it was queued: an answer in between counts.
+        const recipient = await recipients.confirmed(db, run.account_id, to);
+        if (!recipient) {
+          log.info(
+            { run_id, schedule_id: run.schedule_id },
+            'scheduled report not mailed to a recipient who has not confirmed',
+          );
+          return;
+        }
+        const stop = recipients.link(recipient);
+        const headers = {
+          'List-Unsubscribe': `<${stop}>`,
+          'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
+        };
         const report = await reports.get(run.account_id, run.report_id);
         const site = await sites.find(db, run.account_id, report.site_id);
         const timezone = site?.timezone ?? 'UTC';
@@ -323,8 +380,9 @@ export class ReportSchedules {
               `Report: ${report.id}`,
               `Reason: ${report.error ?? 'unknown'}`,
               '',
-              footer(run.schedule_id),
+              footer(stop),
             ].join('\n'),
+            headers,
           });
           return;
         }
@@ -339,8 +397,9 @@ export class ReportSchedules {
             `SHA-256 of the PDF: ${report.sha256}`,
             `Size: ${content.length} bytes`,
             '',
-            footer(run.schedule_id),
+            footer(stop),
           ].join('\n'),
+          headers,
           attachments: [{ filename: fileName, content, contentType: 'application/pdf' }],
         });
       },
@@ -348,8 +407,8 @@ export class ReportSchedules {
   }
 }
 
-function footer(scheduleId: string): string {
-  return `You receive this mail because the report schedule ${scheduleId} lists your address; deleting the schedule (DELETE /v1/report-schedules/${scheduleId}) stops it.`;
+function footer(stopLink: string): string {
+  return `You receive this mail because a report schedule names your address and you agreed to it. To stop these reports: ${stopLink}`;
 }
 
 /** `2026-03` for a month, `2026-W10` for an ISO week, in the site's time zone. */

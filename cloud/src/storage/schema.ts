@@ -167,6 +167,19 @@ export interface Tables {
     error: string | null;
     created_at: number;
   };
+  /** Whether an address agreed to an account's scheduled reports (0017). */
+  report_recipients: {
+    id: string;
+    account_id: string;
+    /** Lower-cased. */
+    address: string;
+    state: 'pending' | 'confirmed' | 'declined';
+    /** `rcp_…`: the secret of the links in the mails to this address. */
+    token: string;
+    asked_by: string | null;
+    asked_at: number;
+    answered_at: number | null;
+  };
   /** Each account's last audit chain link; appends lock this row. */
   audit_chain_heads: {
     account_id: string;

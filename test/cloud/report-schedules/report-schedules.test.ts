@@ -12,6 +12,7 @@ import { eventually } from '../../helpers/eventually.ts';
 import { auditOf, createDevice, createSite } from '../../helpers/fixtures.ts';
 import { startSmtpServer } from '../../helpers/smtp.ts';
 import { at, ingestHttp, READ_ENV } from '../measurements/reads-helpers.ts';
+import { answerAsks, collectAsks } from './recipients-helpers.ts';
 
 /** Tuesday 10 March 2026, noon UTC. */
 const NOW = at('2026-03-10T12:00:00Z');
@@ -46,6 +47,7 @@ describe.each(DATABASES)('report schedules on %s', (db) => {
   let replica: TestCloud | null = null;
   let user: SignedIn;
   let clock: ManualClock;
+  let asks: SentMail[];
   let closeSmtp: (() => Promise<void>) | null = null;
   afterEach(async () => {
     await closeSmtp?.();
@@ -59,6 +61,7 @@ describe.each(DATABASES)('report schedules on %s', (db) => {
     clock = new ManualClock(now);
     t = await startTestCloud({ db, clock, env: { ...READ_ENV, ...env } });
     user = await signUp(t, 'owner@example.com');
+    asks = collectAsks(t);
   }
 
   const schedule = (body: Record<string, unknown>, token = user.token) =>
@@ -113,9 +116,11 @@ describe.each(DATABASES)('report schedules on %s', (db) => {
       language: 'de',
       every: 'month',
       recipients: RECIPIENTS,
+      recipient_status: RECIPIENTS.map((address) => ({ address, status: 'pending' })),
       created_at: '2026-03-10T12:00:00Z',
       next_run_at: '2026-03-31T22:05:00Z',
     });
+    await answerAsks(t, asks, RECIPIENTS);
     expect(await auditOf(t, user.token, 'report_schedule.created')).toMatchObject([
       { target: created.json.id, by: user.userId, details: { site_id: site.id, every: 'month' } },
     ]);
@@ -176,6 +181,11 @@ describe.each(DATABASES)('report schedules on %s', (db) => {
       const body = eml.replace(/=\n/g, '');
       expect(body).toContain(`Report: ${made[0].id}`);
       expect(body).toContain(made[0].sha256);
+      // Every report mail can stop the next ones: a link, and one click in the mail program.
+      const unfolded = eml.replace(/\n[ \t]+/g, ' ');
+      expect(unfolded).toMatch(/^List-Unsubscribe: <https?:\/\/[^>]+\/app\/report-mail\/rcp_[0-9A-Za-z]+>$/m);
+      expect(unfolded).toMatch(/^List-Unsubscribe-Post: List-Unsubscribe=One-Click$/m);
+      expect(body).toMatch(/To stop these reports: https?:\/\/\S+\/app\/report-mail\/rcp_/);
       const [attachment, ...more] = attachmentsOf(eml);
       expect(more).toEqual([]);
       expect(attachment!.contentType).toBe('application/pdf');
@@ -223,6 +233,7 @@ describe.each(DATABASES)('report schedules on %s', (db) => {
     });
     expect(created.status).toBe(201);
     expect(created.json.recipients).toEqual(['pharmacist@example.com']);
+    await answerAsks(t, asks, ['pharmacist@example.com']);
     // Monday 9 March, 00:00 EDT (New York moved to summer time on Sunday 8 March).
     expect(created.json.next_run_at).toBe('2026-03-09T04:05:00Z');
     const sent = collectMail(t);

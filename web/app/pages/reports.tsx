@@ -26,9 +26,20 @@ interface Schedule {
   language: string;
   every: 'month' | 'week';
   recipients: string[];
+  recipient_status: { address: string; status: RecipientStatus }[];
   created_at: string;
   next_run_at: string;
 }
+
+/** Whether an address agreed to receive the account's reports (docs/api/report-schedules.md). */
+type RecipientStatus = 'confirmed' | 'pending' | 'declined';
+
+/** What a recipient's status says beside the address; a confirmed address needs no word. */
+const STATUS_TEXT: Record<RecipientStatus, string | null> = {
+  confirmed: null,
+  pending: 'awaiting confirmation',
+  declined: 'declined',
+};
 
 const TEMPLATES = [
   { value: 'haccp_monthly', text: 'HACCP temperature log' },
@@ -296,7 +307,6 @@ function RequestForm({ sites, onRequested }: { sites: Site[]; onRequested: () =>
   );
 }
 
-/** Report schedules: the list, create one, delete. */
 /** The addresses typed in the recipients field, as the schedule is sent with them. */
 function recipientList(text: string): string[] {
   return text
@@ -319,6 +329,7 @@ function recipientsMessage(error: ApiError | null, typed: string[]): string | nu
   return error.fieldMessage('recipients');
 }
 
+/** Report schedules: the list, create one, delete. */
 function Schedules({
   sites,
   siteName,
@@ -360,7 +371,9 @@ function Schedules({
     <section aria-labelledby="schedules-title">
       <h2 id="schedules-title">Report schedules</h2>
       <p class="muted">
-        A schedule makes a site’s report after every month or week and e-mails the PDF to its recipients.
+        A schedule makes a site’s report after every month or week and e-mails the PDF to its recipients. An
+        address that is not a user of this account first gets a mail asking it to confirm, and receives
+        reports once it has; every report mail has a link that stops them.
       </p>
       <ErrorBox error={schedules.error} />
       {schedules.loading && !schedules.data && <Loading what="Loading the schedules" />}
@@ -391,7 +404,19 @@ function Schedules({
                   </td>
                   <td data-label="Every">{s.every === 'month' ? 'Month' : 'Week'}</td>
                   <td data-label="Recipients" class="break">
-                    {s.recipients.join(', ')}
+                    <ul class="recipients">
+                      {s.recipient_status.map((r) => (
+                        <li key={r.address} data-status={r.status}>
+                          {r.address}
+                          {STATUS_TEXT[r.status] && (
+                            <>
+                              {' '}
+                              <span class={`badge recipient-${r.status}`}>{STATUS_TEXT[r.status]}</span>
+                            </>
+                          )}
+                        </li>
+                      ))}
+                    </ul>
                   </td>
                   <td data-label="Next">
                     {/* The period ends at midnight in the site's time: shown in that time. */}
@@ -457,7 +482,7 @@ function Schedules({
           id="schedule-recipients"
           label="Recipients"
           error={recipientsMessage(error, sent)}
-          hint="E-mail addresses, separated by commas or spaces (up to 20)"
+          hint="E-mail addresses, separated by commas or spaces (up to 20). Addresses outside this account are asked to confirm first."
         >
           <input
             id="schedule-recipients"

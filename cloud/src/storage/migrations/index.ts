@@ -15,6 +15,7 @@ import { alertRules } from './0013_alert_rules.ts';
 import { integrationModel } from './0014_integration_model.ts';
 import { cluster } from './0015_cluster.ts';
 import { signInBrowser } from './0016_sign_in_browser.ts';
+import { reportRecipients } from './0017_report_recipients.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
@@ -38,4 +39,5 @@ export const MIGRATIONS: readonly Migration[] = [
   integrationModel,
   cluster,
   signInBrowser,
+  reportRecipients,
 ];

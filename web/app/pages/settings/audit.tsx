@@ -5,6 +5,7 @@ import { api, ApiError, type Page } from '../../api.ts';
 import { ErrorBox, Field, Loading, Time } from '../../components/ui.tsx';
 import { useLoad } from '../../hooks.ts';
 import { useSession } from '../../session.tsx';
+import { AUDIT_KINDS } from '../../../../shared/audit-kinds.ts';
 
 /** An audit log entry (docs/api/auth.md, "Account"). */
 interface AuditEntry {
@@ -16,35 +17,8 @@ interface AuditEntry {
   details: unknown;
 }
 
-/** The kinds the cloud writes, offered as suggestions (the filter takes any kind). */
-const KINDS = [
-  'bridge.created',
-  'bridge.revoked',
-  'device.created',
-  'device.deleted',
-  'device.moved',
-  'device.token_rotated',
-  'device.updated',
-  'event.acknowledged',
-  'integration.created',
-  'integration.deleted',
-  'integration.token_rotated',
-  'report.created',
-  'report_schedule.created',
-  'report_schedule.deleted',
-  'sensor.recomputed',
-  'sessions.revoked',
-  'silence.created',
-  'silence.ended',
-  'site.created',
-  'site.deleted',
-  'site.updated',
-  'threshold.changed',
-  'token.created',
-  'token.revoked',
-  'webhook.created',
-  'webhook.deleted',
-];
+/** The kinds the cloud writes, offered as suggestions in alphabetical order (the filter takes any kind). */
+const KINDS = [...AUDIT_KINDS].sort();
 
 /** Entries per page: 50, or `?limit=` of the page's URL (1 to 500, as the API takes). */
 function pageSize(query: Record<string, string>): number {
