@@ -43,6 +43,22 @@ export class SitesRepository {
     return Number(row.n);
   }
 
+  /**
+   * The earliest pending move of a live device into the site (its `effective_at`), if any: a site
+   * with one is not empty, or the device would arrive in a deleted site.
+   */
+  async firstPendingArrival(db: Db, siteId: string): Promise<number | undefined> {
+    const row = await db
+      .selectFrom('device_moves as m')
+      .innerJoin('devices as d', 'd.id', 'm.device_id')
+      .select((eb) => eb.fn.min<number>('m.effective_at').as('at'))
+      .where('m.to_site_id', '=', siteId)
+      .where('m.applied_at', 'is', null)
+      .where('d.deleted_at', 'is', null)
+      .executeTakeFirst();
+    return row?.at === null || row?.at === undefined ? undefined : Number(row.at);
+  }
+
   /** Soft delete: measurements of its former devices stay readable until retention removes them. */
   async delete(db: Db, id: string, now: number): Promise<void> {
     await db.updateTable('sites').set({ deleted_at: now }).where('id', '=', id).execute();

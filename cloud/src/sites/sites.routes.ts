@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { newId } from '../../../shared/ids.ts';
+import { formatSeconds } from '../../../shared/time.ts';
 import type { AuditRepository } from '../audit/audit.repository.ts';
 import type { Clock } from '../clock.ts';
 import { Conflict, notFound, Unprocessable } from '../errors.ts';
@@ -138,6 +139,13 @@ export function siteRoutes(s: SiteRoutesDeps): RouteDef[] {
         await db.transaction().execute(async (trx) => {
           if ((await sites.countLiveDevices(trx, site.id)) > 0) {
             throw new Conflict('site_not_empty', 'the site still has devices; delete or move them first');
+          }
+          const arrival = await sites.firstPendingArrival(trx, site.id);
+          if (arrival !== undefined) {
+            throw new Conflict(
+              'site_not_empty',
+              `a device is scheduled to move to this site (at ${formatSeconds(arrival)}); delete the site once it has moved and left again`,
+            );
           }
           const now = clock.nowMicros();
           await sites.delete(trx, site.id, now);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { parse } from 'csv-parse/sync';
 import { ManualClock } from '../../../cloud/src/clock.ts';
-import { formatMicros } from '../../../shared/time.ts';
+import { formatMicros, formatSeconds } from '../../../shared/time.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES, tempDir } from '../../helpers/databases.ts';
 import { auditOf, createDevice, createSite, type CreatedDevice } from '../../helpers/fixtures.ts';
@@ -109,6 +109,27 @@ describe.each(DATABASES)('device move and delete on %s', (db) => {
       ['1', kitchen],
       ['2', cellar],
     ]);
+  });
+
+  it('refuses to delete a site a device is scheduled to move to, so no device lands in a deleted site', async () => {
+    await start();
+    const effective = NOW + 2 * 60 * MINUTE;
+    expect((await move({ to_site_id: cellar, effective_at: formatMicros(effective) })).status).toBe(200);
+    const refused = await t.http.delete(`/v1/sites/${cellar}`, { token: user.token });
+    expect([refused.status, refused.json.error.code]).toEqual([409, 'site_not_empty']);
+    expect(refused.json.error.message).toBe(
+      `a device is scheduled to move to this site (at ${formatSeconds(effective)}); delete the site once it has moved and left again`,
+    );
+    expect((await t.http.get(`/v1/sites/${cellar}`, { token: user.token })).status).toBe(200);
+    clock.set(effective);
+    await t.cloud.services.jobs.drain();
+    expect((await getDevice()).json).toMatchObject({ site_id: cellar });
+    // The kitchen, empty once the device has left, can go; a deleted device arrives nowhere.
+    expect((await t.http.delete(`/v1/sites/${kitchen}`, { token: user.token })).status).toBe(204);
+    const spare = (await createSite(t, user.token, { name: 'Spare' })).id;
+    expect((await move({ to_site_id: spare, effective_at: formatMicros(effective + DAY) })).status).toBe(200);
+    expect((await t.http.delete(`/v1/devices/${device.id}`, { token: user.token })).status).toBe(204);
+    expect((await t.http.delete(`/v1/sites/${spare}`, { token: user.token })).status).toBe(204);
   });
 
   it('answers 404, 400, 409 and 422 for moves that cannot be made', async () => {
