@@ -13,6 +13,7 @@ import type { Condition } from './alert-evaluator.ts';
 import type { Schedule } from './alert-schedule.ts';
 import type { AlertRuleInput, NotifyInput } from './alert-rules.body.ts';
 import type { AlertRuleRow, AlertRulesRepository } from './alert-rules.repository.ts';
+import { maskedNotify, withStoredChatUrls } from './chat-urls.ts';
 
 /** The alert rule object (docs/api/alert-rules.md). */
 export function alertRuleView(r: AlertRuleRow) {
@@ -25,7 +26,8 @@ export function alertRuleView(r: AlertRuleRow) {
     kind: r.kind,
     conditions: JSON.parse(r.conditions) as Condition[],
     schedule: r.schedule === null ? null : (JSON.parse(r.schedule) as Schedule),
-    notify: JSON.parse(r.notify) as NotifyInput,
+    // Chat URLs are credentials: shown masked to every caller, and in the audit trail.
+    notify: maskedNotify(JSON.parse(r.notify) as NotifyInput),
     created_at: formatSeconds(r.created_at),
     updated_at: formatSeconds(r.updated_at),
   };
@@ -74,9 +76,10 @@ export class AlertRulesService {
     return this.deps.repository.list(this.deps.db, accountId, page);
   }
 
-  async create(by: UserPrincipal, input: AlertRuleInput): Promise<AlertRuleRow> {
+  async create(by: UserPrincipal, given: AlertRuleInput): Promise<AlertRuleRow> {
     const { db, clock, repository, audit, listener } = this.deps;
     const now = clock.nowMicros();
+    const input = { ...given, notify: withStoredChatUrls(given.notify, null) };
     await this.checkChatUrls(input.notify, []);
     const row = await db.transaction().execute(async (trx) => {
       await this.check(trx, by.accountId, input);
@@ -109,10 +112,15 @@ export class AlertRulesService {
   async update(
     by: UserPrincipal,
     id: string,
-    merge: (current: AlertRuleRow) => AlertRuleInput,
+    mergeGiven: (current: AlertRuleRow) => AlertRuleInput,
   ): Promise<AlertRuleRow> {
     const { db, clock, repository, audit, listener } = this.deps;
     const now = clock.nowMicros();
+    // A chat URL sent back masked, as the rule was read, keeps the URL the rule has.
+    const merge = (current: AlertRuleRow): AlertRuleInput => {
+      const input = mergeGiven(current);
+      return { ...input, notify: withStoredChatUrls(input.notify, inputOf(current).notify) };
+    };
     // chat URLs are resolved before the transaction (a DNS lookup holds nothing)
     const current = await repository.find(db, by.accountId, id);
     if (!current) throw notFound('alert_rule');
@@ -296,7 +304,7 @@ function versionOf(r: AlertRuleRow, validFrom: number) {
   };
 }
 
-/** The rule body of a row, for a PATCH to merge into. */
+/** The rule body of a row, for a PATCH to merge into: as stored, chat URLs whole. */
 export function inputOf(r: AlertRuleRow): AlertRuleInput {
   const v = alertRuleView(r);
   return {
@@ -307,6 +315,6 @@ export function inputOf(r: AlertRuleRow): AlertRuleInput {
     kind: v.kind,
     conditions: v.conditions,
     schedule: v.schedule,
-    notify: v.notify,
+    notify: JSON.parse(r.notify) as NotifyInput,
   };
 }

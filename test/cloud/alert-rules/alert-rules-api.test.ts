@@ -134,6 +134,119 @@ describe.each(DATABASES)('alert rule routes on %s', (db) => {
     expect((await w.t.http.get('/v1/alert-rules', { token: w.user.token })).json.data).toHaveLength(1);
   });
 
+  it('never shows a chat URL whole, in answers or the audit trail; a masked URL sent back keeps the rule’s', async () => {
+    w = await rulesWorld(db);
+    const channel = await send(T0, 3);
+    const slack = 'https://8.8.8.8/services/T000/B000/XXXXsecretYYYY';
+    const ntfy = 'https://8.8.8.8/alarms';
+    const stored = async (id: string) =>
+      JSON.parse(
+        (
+          await w.t.cloud.services.db
+            .selectFrom('alert_rules')
+            .select('notify')
+            .where('id', '=', id)
+            .executeTakeFirstOrThrow()
+        ).notify,
+      ).steps[0].chat;
+    const created = await w.t.http.post(
+      '/v1/alert-rules',
+      {
+        ...ruleOn(channel),
+        notify: {
+          steps: [
+            {
+              after_min: 0,
+              chat: [
+                { type: 'slack', url: slack },
+                { type: 'ntfy', url: ntfy },
+              ],
+            },
+          ],
+        },
+      },
+      { token: w.user.token },
+    );
+    expect(created.status).toBe(201);
+    const masked = [
+      { type: 'slack', url: 'https://8.8.8.8/…YYYY' },
+      { type: 'ntfy', url: 'https://8.8.8.8/…' },
+    ];
+    expect(created.json.notify.steps[0].chat).toEqual(masked);
+    const id = created.json.id as string;
+    const read = await tokenOf('read');
+    const answers = [
+      await w.t.http.get(`/v1/alert-rules/${id}`, { token: read }),
+      await w.t.http.get('/v1/alert-rules', { token: read }),
+      await w.t.http.get('/v1/accounts/me/audit', { token: read }),
+      await w.t.http.get(`/app/api/alert-rules/${id}`, { cookie: `os_session=${w.user.cookie}` }),
+    ];
+    for (const answer of answers) {
+      expect(answer.status).toBe(200);
+      expect(answer.text).not.toContain('secret');
+      expect(answer.text).not.toContain('/alarms');
+    }
+    expect(answers[0]!.json.notify.steps[0].chat).toEqual(masked);
+    expect(await stored(id)).toEqual([
+      { type: 'slack', url: slack },
+      { type: 'ntfy', url: ntfy },
+    ]);
+
+    // A client that read the rule and writes it back changes what it changed, not the URLs.
+    const renamed = await w.t.http.patch(
+      `/v1/alert-rules/${id}`,
+      { name: 'Renamed', notify: answers[0]!.json.notify },
+      { token: w.user.token },
+    );
+    expect(renamed.status).toBe(200);
+    expect(renamed.json.notify.steps[0].chat).toEqual(masked);
+    expect(await stored(id)).toEqual([
+      { type: 'slack', url: slack },
+      { type: 'ntfy', url: ntfy },
+    ]);
+    // A whole URL replaces the one in its place; the other, sent back masked, stays.
+    const replaced = await w.t.http.patch(
+      `/v1/alert-rules/${id}`,
+      {
+        notify: {
+          steps: [
+            {
+              after_min: 0,
+              chat: [{ type: 'slack', url: 'https://8.8.8.8/services/T1/B1/NEWsecretZZZZ' }, masked[1]],
+            },
+          ],
+        },
+      },
+      { token: w.user.token },
+    );
+    expect(replaced.status).toBe(200);
+    expect(replaced.json.notify.steps[0].chat[0]).toEqual({ type: 'slack', url: 'https://8.8.8.8/…ZZZZ' });
+    expect(await stored(id)).toEqual([
+      { type: 'slack', url: 'https://8.8.8.8/services/T1/B1/NEWsecretZZZZ' },
+      { type: 'ntfy', url: ntfy },
+    ]);
+
+    // A mask that is not one of the rule's (another type's, a stale one, or on a new rule) is refused.
+    for (const [method, path, chat] of [
+      ['PATCH', `/v1/alert-rules/${id}`, [{ type: 'teams', url: masked[1]!.url }]],
+      ['PATCH', `/v1/alert-rules/${id}`, [masked[0]]],
+      ['POST', '/v1/alert-rules', [{ type: 'ntfy', url: 'https://8.8.8.8/%E2%80%A6' }]],
+    ] as const) {
+      const body = {
+        ...(method === 'POST' ? ruleOn(channel) : {}),
+        notify: { steps: [{ after_min: 0, chat }] },
+      };
+      const refused = await w.t.http.call(method, path, body, { token: w.user.token });
+      expect([refused.status, refused.json.error.code]).toEqual([400, 'invalid_request']);
+      expect(refused.json.error.details).toEqual([
+        {
+          path: 'notify.steps.0.chat.0.url',
+          message: 'a masked URL that is not one of the rule’s: send the whole URL',
+        },
+      ]);
+    }
+  });
+
   it('changes and disables a rule whose webhook or channel was deleted since; a firing skips the webhook', async () => {
     w = await rulesWorld(db, { env: { WEBHOOK_ALLOW_PRIVATE: 'true' } });
     const channel = await send(T0, 3);
