@@ -5,6 +5,7 @@ import type { DeviceRow, DevicesRepository } from '../devices/devices.repository
 import { findModel } from '../devices/models.ts';
 import { InvalidRequest } from '../errors.ts';
 import type { DevicePrincipal } from '../http/context.ts';
+import type { RateLimiter } from '../limits/rate-limiter.ts';
 import type { Logger } from '../logger.ts';
 import type { Db } from '../storage/database.ts';
 
@@ -36,6 +37,7 @@ export class BridgeDevices {
       clock: Clock;
       devices: DevicesRepository;
       audit: AuditRepository;
+      rateLimiter: RateLimiter;
       log: Logger;
     },
   ) {}

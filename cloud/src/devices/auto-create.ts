@@ -1,7 +1,9 @@
 import { newId } from '../../../shared/ids.ts';
 import type { AuditRepository } from '../audit/audit.repository.ts';
 import type { Clock } from '../clock.ts';
+import { RateLimited } from '../errors.ts';
 import type { DevicePrincipal } from '../http/context.ts';
+import type { RateLimiter } from '../limits/rate-limiter.ts';
 import { isUniqueViolation, type Db } from '../storage/database.ts';
 import type { DeviceRow, DevicesRepository } from './devices.repository.ts';
 
@@ -102,7 +104,15 @@ export interface AutoCreateDeps {
   clock: Clock;
   devices: DevicesRepository;
   audit: AuditRepository;
+  rateLimiter: Pick<RateLimiter, 'hit'>;
 }
+
+/**
+ * New devices one integration or bridge may create in an hour. A leaked `whk_` token or bridge
+ * certificate could otherwise fill a site with a device per request (each new device has a fresh
+ * ingest budget). A whole site's sensors joining at once fit; the rest wait for the next hour.
+ */
+export const AUTO_CREATE_PER_HOUR = 1000;
 
 export interface AutoCreateInput {
   accountId: string;
@@ -126,7 +136,13 @@ export async function autoCreateDevice(
   deps: AutoCreateDeps,
   input: AutoCreateInput,
 ): Promise<{ row: DeviceRow; created: boolean }> {
-  const { db, clock, devices } = deps;
+  const { db, clock, devices, rateLimiter } = deps;
+  const budget = await rateLimiter.hit(`device-create:${input.by}`, AUTO_CREATE_PER_HOUR, 3600);
+  if (!budget.allowed)
+    throw new RateLimited(
+      budget.retryAfterSeconds,
+      `at most ${AUTO_CREATE_PER_HOUR} new devices an hour are created for one ${input.via === 'mqtt' ? 'bridge' : 'integration'}; register them through the API, or try again later`,
+    );
   const now = clock.nowMicros();
   const row = newDeviceRow({ ...input, tokenHash: null, now });
   try {

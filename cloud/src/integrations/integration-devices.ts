@@ -5,6 +5,7 @@ import type { DeviceRow, DevicesRepository } from '../devices/devices.repository
 import { findModel } from '../devices/models.ts';
 import { InvalidRequest, Unauthenticated } from '../errors.ts';
 import type { DevicePrincipal } from '../http/context.ts';
+import type { RateLimiter } from '../limits/rate-limiter.ts';
 import type { Logger } from '../logger.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
@@ -29,6 +30,7 @@ export class IntegrationDevices {
       devices: DevicesRepository;
       sites: SitesRepository;
       audit: AuditRepository;
+      rateLimiter: RateLimiter;
       log: Logger;
     },
   ) {}

@@ -3,6 +3,7 @@ import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { DevicesRepository } from '../devices/devices.repository.ts';
 import type { Ingest } from '../ingest/ingest.types.ts';
+import type { RateLimiter } from '../limits/rate-limiter.ts';
 import type { Logger } from '../logger.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
@@ -21,15 +22,24 @@ export function buildIntegrations(deps: {
   sites: SitesRepository;
   devicesRepository: DevicesRepository;
   ingest: Ingest;
+  rateLimiter: RateLimiter;
 }): {
   integrationsRepository: IntegrationsRepository;
   integrations: IntegrationsService;
   integrationWebhooks: IntegrationWebhooks;
 } {
-  const { db, clock, config, audit, sites, devicesRepository, ingest } = deps;
+  const { db, clock, config, audit, sites, devicesRepository, ingest, rateLimiter } = deps;
   const log = deps.log.child({ module: 'integrations' });
   const integrationsRepository = new IntegrationsRepository();
-  const devices = new IntegrationDevices({ db, clock, devices: devicesRepository, sites, audit, log });
+  const devices = new IntegrationDevices({
+    db,
+    clock,
+    devices: devicesRepository,
+    sites,
+    audit,
+    rateLimiter,
+    log,
+  });
   const integrationWebhooks = new IntegrationWebhooks({
     db,
     clock,

@@ -7,6 +7,7 @@ import type { Config } from '../config.ts';
 import type { DevicesRepository } from '../devices/devices.repository.ts';
 import type { Ingest } from '../ingest/ingest.types.ts';
 import type { NotificationHub } from '../hub/notification-hub.ts';
+import type { RateLimiter } from '../limits/rate-limiter.ts';
 import type { Logger } from '../logger.ts';
 import { BridgePki } from '../pki/pki.ts';
 import type { SitesRepository } from '../sites/sites.repository.ts';
@@ -28,6 +29,7 @@ export function buildMqtt(deps: {
   devicesRepository: DevicesRepository;
   ingest: Ingest;
   hub: NotificationHub;
+  rateLimiter: RateLimiter;
   dbOutage?: DatabaseOutageLog;
 }): {
   pki: BridgePki;
@@ -36,7 +38,8 @@ export function buildMqtt(deps: {
   mqtt: MqttBridge;
   bridges: BridgesService;
 } {
-  const { db, clock, config, log, audit, sites, devicesRepository, ingest, hub, dbOutage } = deps;
+  const { db, clock, config, log, audit, sites, devicesRepository, ingest, hub, rateLimiter, dbOutage } =
+    deps;
   const pki = new BridgePki({ config: config.pki, clock, log: log.child({ module: 'pki' }), db });
   const bridgesRepository = new BridgesRepository();
   const mqtt = new MqttBridge({
@@ -50,6 +53,7 @@ export function buildMqtt(deps: {
       clock,
       devices: devicesRepository,
       audit,
+      rateLimiter,
       log: log.child({ module: 'mqtt' }),
     }),
     ingest,

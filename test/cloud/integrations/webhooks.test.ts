@@ -9,6 +9,7 @@ import {
   ttsJoinAcceptJson,
   ttsUplinkJson,
 } from '../../../hardware/emulators/lorawan-webhook.ts';
+import { AUTO_CREATE_PER_HOUR } from '../../../cloud/src/devices/auto-create.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { createDevice, createSite } from '../../helpers/fixtures.ts';
@@ -67,6 +68,27 @@ describe.each(DATABASES)('LoRaWAN webhooks and Shelly integration tokens on %s',
     }
     return out.sort();
   }
+
+  it(`creates at most ${AUTO_CREATE_PER_HOUR} devices an hour for one integration; known devices keep delivering`, async () => {
+    const up = (devEui: string) => chirpstackUpJson({ devEui, time: T0, data: LPP });
+    expect((await postChirpstack('up', up('A84041000181C001'))).status).toBe(200);
+    const [mine] = (await t.http.get('/v1/integrations', { token: user.token })).json.data.filter(
+      (i: { kind: string }) => i.kind === 'chirpstack',
+    );
+    // The rest of the hour's budget, spent as a flood of new DevEUIs would spend it.
+    for (let i = 1; i < AUTO_CREATE_PER_HOUR; i++)
+      await t.cloud.services.rateLimiter.hit(`device-create:${mine.id}`, AUTO_CREATE_PER_HOUR, 3600);
+    const refused = await postChirpstack('up', up('A84041000181C002'));
+    expect([refused.status, refused.json.error.code]).toEqual([429, 'rate_limited']);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(refused.json.error.message).toContain(`at most ${AUTO_CREATE_PER_HOUR} new devices an hour`);
+    expect(await deviceOf('a84041000181c002')).toBeUndefined();
+    expect((await postChirpstack('up', up('A84041000181C001'))).status).toBe(200);
+    // Another integration, even of the same site, has its own budget.
+    expect(
+      (await postTtn(ttsUplinkJson({ devEui: 'A84041000181C003', receivedAt: T0, data: LPP }))).status,
+    ).toBe(200);
+  });
 
   it('stores a ChirpStack JSON up event: the decoded object, the best RSSI, the network time, on a device created by DevEUI', async () => {
     const answer = await postChirpstack(

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import type { MqttClient } from 'mqtt';
 import { createCertificateAuthority, CertificateAuthority } from '../../../cloud/src/pki/certificates.ts';
+import { AUTO_CREATE_PER_HOUR } from '../../../cloud/src/devices/auto-create.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { eventually } from '../../helpers/eventually.ts';
@@ -121,6 +122,20 @@ describe.each(DATABASES)('MQTT bridge on %s', (db) => {
       ).toBe(0);
       expect(await devicesOf(siteId)).toHaveLength(0);
       expect(await devicesOf(other)).toEqual([expect.objectContaining({ local_id: 'fridge-1' })]);
+    });
+
+    it(`creates at most ${AUTO_CREATE_PER_HOUR} devices an hour; the next new one is PUBACK 0x97, known ones still store`, async () => {
+      const c = await connect();
+      const m = { measurements: [{ type: 'temperature', value: 3 }] };
+      expect((await publish(c, `${root()}/fridge-1`, m)).reasonCode).toBe(0);
+      // The rest of the hour's budget, spent as a flood of new local ids would spend it.
+      for (let i = 1; i < AUTO_CREATE_PER_HOUR; i++)
+        await t.cloud.services.rateLimiter.hit(`device-create:${bundle.id}`, AUTO_CREATE_PER_HOUR, 3600);
+      const refused = await publish(c, `${root()}/fridge-2`, m);
+      expect(refused.reasonCode).toBe(0x97);
+      expect(refused.reasonString).toContain(`at most ${AUTO_CREATE_PER_HOUR} new devices an hour`);
+      expect((await devicesOf()).map((d) => d.local_id)).toEqual(['fridge-1']);
+      expect((await publish(c, `${root()}/fridge-1`, m)).reasonCode).toBe(0);
     });
 
     it('shows the bridge connected while it is, with last_seen_at', async () => {
