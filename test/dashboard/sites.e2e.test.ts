@@ -139,13 +139,10 @@ describe.each(DATABASES)('dashboard sites and devices (%s)', (db) => {
     expect(await stillUnreloaded(page)).toBe(true);
     await check(page, 'site');
 
-    // Site delete while it has a device: the API's site_not_empty message.
-    await page.getByRole('button', { name: 'Delete site…' }).click();
-    // The keyboard lands on the safe choice.
-    expect(await page.locator('button:focus').textContent()).toBe('Keep it');
-    await page.getByRole('button', { name: 'Yes, delete the site' }).click();
-    await page.getByText('the site still has devices; delete or move them first').waitFor();
-    await page.getByText('(site_not_empty)').waitFor();
+    // Site delete while it has a device: not offered; the card says what to do first.
+    const deleteCard = page.getByRole('region', { name: 'Delete the site' });
+    await deleteCard.getByText('It still has 1 device. Move each to another site or delete it').waitFor();
+    expect(await deleteCard.getByRole('button').count()).toBe(0);
     await check(page, 'site-not-empty');
 
     // The overview, live: the alarm appears without a reload (grace set to 0 through the API).
@@ -255,6 +252,8 @@ describe.each(DATABASES)('dashboard sites and devices (%s)', (db) => {
     await page.goto(`/app/sites/${siteId}`);
     await page.getByText('No devices on this site').waitFor();
     await page.getByRole('button', { name: 'Delete site…' }).click();
+    // The keyboard lands on the safe choice.
+    expect(await page.locator('button:focus').textContent()).toBe('Keep it');
     await page.getByRole('button', { name: 'Yes, delete the site' }).click();
     await page.waitForURL((u) => u.pathname === '/app/');
     await page.getByRole('link', { name: 'Pharmacy' }).waitFor();

@@ -74,12 +74,13 @@ export function deviceRoutes(s: DeviceRoutesDeps): RouteDef[] {
       path: '/v1/models',
       auth: 'user',
       summary: 'List supported device models',
-      success: { status: 200, description: '{data: [{model, vendor, ingest_url_kind, identify}]}' },
+      success: { status: 200, description: '{data: [{model, name, vendor, ingest_url_kind, identify}]}' },
       handler: async () => ({
         status: 200,
         body: {
-          data: DEVICE_MODELS.map(({ model, vendor, ingest_url_kind, identify }) => ({
+          data: DEVICE_MODELS.map(({ model, name, vendor, ingest_url_kind, identify }) => ({
             model,
+            name,
             vendor,
             ingest_url_kind,
             identify,

@@ -9,18 +9,84 @@ const BASE_URL = 'https://monitor.example.com';
 
 /** Every supported model of docs/api/resources.md, with its vendor, URL kind and identify support. */
 const MODELS = [
-  { model: 'shelly-ht-gen1', vendor: 'Shelly', ingest_url_kind: 'shelly_get', identify: false },
-  { model: 'shelly-plus-ht', vendor: 'Shelly', ingest_url_kind: 'mqtt', identify: false },
-  { model: 'shelly-ht-gen3', vendor: 'Shelly', ingest_url_kind: 'shelly_get', identify: false },
-  { model: 'shelly-plus-1pm', vendor: 'Shelly', ingest_url_kind: 'mqtt', identify: true },
-  { model: 'lorawan-generic', vendor: 'LoRaWAN', ingest_url_kind: 'lorawan', identify: false },
-  { model: 'dragino-lht65', vendor: 'Dragino', ingest_url_kind: 'lorawan', identify: false },
-  { model: 'elsys-ers', vendor: 'Elsys', ingest_url_kind: 'lorawan', identify: false },
-  { model: 'cayenne-lpp', vendor: 'myDevices', ingest_url_kind: 'lorawan', identify: false },
-  { model: 'serial-generic', vendor: 'Generic', ingest_url_kind: 'mqtt', identify: false },
-  { model: 'http-generic', vendor: 'Generic', ingest_url_kind: 'https_post', identify: false },
-  { model: 'mqtt-generic', vendor: 'Generic', ingest_url_kind: 'mqtt', identify: true },
-  { model: 'gateway-pi', vendor: 'Raspberry Pi', ingest_url_kind: 'mqtt', identify: true },
+  {
+    model: 'shelly-ht-gen1',
+    name: 'Shelly H&T (1st generation)',
+    vendor: 'Shelly',
+    ingest_url_kind: 'shelly_get',
+    identify: false,
+  },
+  {
+    model: 'shelly-plus-ht',
+    name: 'Shelly Plus H&T',
+    vendor: 'Shelly',
+    ingest_url_kind: 'mqtt',
+    identify: false,
+  },
+  {
+    model: 'shelly-ht-gen3',
+    name: 'Shelly H&T Gen3',
+    vendor: 'Shelly',
+    ingest_url_kind: 'shelly_get',
+    identify: false,
+  },
+  {
+    model: 'shelly-plus-1pm',
+    name: 'Shelly Plus 1PM',
+    vendor: 'Shelly',
+    ingest_url_kind: 'mqtt',
+    identify: true,
+  },
+  {
+    model: 'lorawan-generic',
+    name: 'LoRaWAN sensor (any)',
+    vendor: 'LoRaWAN',
+    ingest_url_kind: 'lorawan',
+    identify: false,
+  },
+  {
+    model: 'dragino-lht65',
+    name: 'Dragino LHT65',
+    vendor: 'Dragino',
+    ingest_url_kind: 'lorawan',
+    identify: false,
+  },
+  { model: 'elsys-ers', name: 'Elsys ERS', vendor: 'Elsys', ingest_url_kind: 'lorawan', identify: false },
+  {
+    model: 'cayenne-lpp',
+    name: 'Sensor sending Cayenne LPP',
+    vendor: 'myDevices',
+    ingest_url_kind: 'lorawan',
+    identify: false,
+  },
+  {
+    model: 'serial-generic',
+    name: 'Serial sensor on a gateway',
+    vendor: 'Generic',
+    ingest_url_kind: 'mqtt',
+    identify: false,
+  },
+  {
+    model: 'http-generic',
+    name: 'Any device posting over HTTPS',
+    vendor: 'Generic',
+    ingest_url_kind: 'https_post',
+    identify: false,
+  },
+  {
+    model: 'mqtt-generic',
+    name: 'Any device publishing over MQTT',
+    vendor: 'Generic',
+    ingest_url_kind: 'mqtt',
+    identify: true,
+  },
+  {
+    model: 'gateway-pi',
+    name: 'Raspberry Pi gateway',
+    vendor: 'Raspberry Pi',
+    ingest_url_kind: 'mqtt',
+    identify: true,
+  },
 ];
 
 /** The complete Shelly GET URL a user pastes into the device (docs/api/resources.md). */
@@ -59,7 +125,7 @@ describe.each(DATABASES)('devices on %s', (db) => {
     }
   }
 
-  it('lists every supported model with vendor, ingest_url_kind and identify', async () => {
+  it('lists every supported model with its name, vendor, ingest_url_kind and identify', async () => {
     await start();
     const answer = await t.http.get('/v1/models', { token: user.token });
     expect(answer.status).toBe(200);

@@ -4,9 +4,16 @@ import { CopyValue } from './ui.tsx';
 /** A model as `GET /v1/models` lists it. */
 export interface Model {
   model: string;
+  /** What a person calls it ("Shelly H&T Gen3"). */
+  name: string;
   vendor: string;
   ingest_url_kind: string;
   identify: boolean;
+}
+
+/** A device's model as a person reads it: its name from `GET /models`, else its id. */
+export function modelName(models: readonly Model[], model: string): string {
+  return models.find((m) => m.model === model)?.name ?? model;
 }
 
 /** What `POST /devices` and `POST /devices/{id}/rotate-token` answer: the token appears only here. */

@@ -120,9 +120,11 @@ export function DeviceNew() {
                         onChange={() => setModel(m.model)}
                       />
                       <span>
-                        <strong>{m.model}</strong>
+                        <strong>{m.name}</strong>
                         <br />
-                        <span class="muted small">{m.vendor}</span>
+                        <span class="muted small">
+                          {m.vendor} · <code>{m.model}</code>
+                        </span>
                       </span>
                     </label>
                   ))}

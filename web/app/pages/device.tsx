@@ -361,7 +361,7 @@ export function DevicePage() {
         </dd>
         <dt>Model</dt>
         <dd>
-          {device.model}
+          {model?.name ?? device.model} <code class="muted small">{device.model}</code>
           {device.fw_version && <span class="muted"> · firmware {device.fw_version}</span>}
         </dd>
         <dt>Added</dt>

@@ -8,19 +8,21 @@ import { useLoad, useTitle } from '../hooks.ts';
 import { useLive, useLiveCopies, useNow } from '../live.ts';
 import { HEALTH_KINDS, sensorName, verticalLabel } from '../site-helpers.ts';
 import { deviceName, formatValue, type Device, type Sensor, type Site } from '../types.ts';
+import { modelName, type Model } from '../components/device-setup.tsx';
 import { TimeZoneSelect } from './site-new.tsx';
 
 async function loadSite(id: string) {
-  const [site, devices] = await Promise.all([
+  const [site, devices, models] = await Promise.all([
     api.get<Site>(`/sites/${seg(id)}`),
     all<Device>(`/devices?site_id=${seg(id)}`),
+    api.get<{ data: Model[] }>('/models').then((r) => r.data),
   ]);
   const sensors = (
     await Promise.all(
       devices.map(async (d) => (await api.get<{ data: Sensor[] }>(`/devices/${seg(d.id)}/sensors`)).data),
     )
   ).flat();
-  return { site, devices, sensors };
+  return { site, devices, sensors, models };
 }
 
 /** "Online" / "Offline" with a shape, never colour alone. */
@@ -105,9 +107,22 @@ function SiteSettings({ site, onSaved }: { site: Site; onSaved: (s: Site) => voi
   );
 }
 
-/** Delete with a confirmation; the cloud refuses while devices remain and says so. */
-function DeleteSite({ site }: { site: Site }) {
+/**
+ * Delete with a confirmation, offered once the site has no devices; the cloud's refusal (a device
+ * scheduled to move here) is shown as it says it.
+ */
+function DeleteSite({ site, devices }: { site: Site; devices: number }) {
   const { route } = useLocation();
+  if (devices > 0)
+    return (
+      <section class="card danger-zone" aria-labelledby="delete-site">
+        <h2 id="delete-site">Delete the site</h2>
+        <p>
+          It still has {devices === 1 ? '1 device' : `${devices} devices`}. Move each to another site or
+          delete it, on the device’s page; then the site can be deleted.
+        </p>
+      </section>
+    );
   return (
     <DeleteSection
       id="delete-site"
@@ -121,7 +136,7 @@ function DeleteSite({ site }: { site: Site }) {
         route('/app/');
       }}
     >
-      <p>A site can be deleted once it has no devices: delete them or move them to another site first.</p>
+      <p>It has no devices. The readings of devices it had stay readable until the retention period ends.</p>
     </DeleteSection>
   );
 }
@@ -284,7 +299,7 @@ export function SitePage() {
                       <td data-label="Signal" class="value">
                         <Health sensor={health(d, 'signal')} />
                       </td>
-                      <td data-label="Model">{d.model}</td>
+                      <td data-label="Model">{modelName(data.models, d.model)}</td>
                     </tr>
                   ))}
                 </tbody>
@@ -295,7 +310,7 @@ export function SitePage() {
 
         <div class="card-grid">
           <SiteSettings key={site.id} site={site} onSaved={setRenamed} />
-          <DeleteSite site={site} />
+          <DeleteSite site={site} devices={devices.length} />
         </div>
       </div>
     </>
