@@ -19,4 +19,15 @@ describe('an API error on a form', () => {
       message: 'timezone must be an IANA time zone name',
     });
   });
+
+  it('goes under a nested field its details name, and a list field takes its items’ messages', () => {
+    const error = new ApiError(400, 'invalid_request', 'public: lat is required', [
+      { path: 'public.lat', message: 'required to make the device public' },
+      { path: 'recipients.2', message: 'must be an e-mail address' },
+    ]);
+    expect(error.fieldMessage('public.lat')).toBe('required to make the device public');
+    expect(error.fieldMessage('public.lon')).toBeNull();
+    expect(error.fieldMessage('recipients')).toBe('must be an e-mail address');
+    expect(error.fieldMessage('recipient')).toBeNull();
+  });
 });

@@ -261,6 +261,59 @@ describe.each(DATABASES)('dashboard sites and devices (%s)', (db) => {
     await context.close();
   });
 
+  it('shares a device on the public map under a nickname and position, and takes it off again', async () => {
+    const context = await newContext(browser, t.url);
+    const page = await context.newPage();
+    await signInInBrowser(t, page, 'sharer@example.com');
+    const site = await appApi<{ id: string }>(page, 'POST', '/sites', { name: 'Roof', vertical: 'generic' });
+    const device = await appApi<{ id: string; ingest_token: string }>(page, 'POST', '/devices', {
+      site_id: site.id,
+      local_id: 'roof-1',
+      name: 'Roof sensor',
+      model: 'http-generic',
+    });
+    await ingest(t, device.ingest_token, 'roof-1', [{ type: 'temperature', value: 12.5 }]);
+    const pins = async () => (await (await fetch(`${t.url}/api/public/sensors`)).json()) as object[];
+
+    await page.goto(`/app/devices/${device.id}`);
+    const card = page.getByRole('region', { name: 'Public map' });
+    await card.getByText('Not shown on the public map.', { exact: true }).waitFor();
+    // Shown needs a nickname, a place and a position: the cloud's message goes beside each field.
+    await card.getByLabel('Show on the public map').check();
+    await card.getByLabel('Nickname').fill('Kreuzberg roof');
+    await card.getByRole('button', { name: 'Save' }).click();
+    await card.locator('#public-place-error').waitFor();
+    await card.locator('#public-lat-error').waitFor();
+    await card.locator('#public-lon-error').waitFor();
+    expect(await pins()).toEqual([]);
+    await card.getByLabel('Place').fill('Berlin');
+    await card.getByLabel('Latitude').fill('52,5'); // a decimal comma, as many people type it
+    await card.getByLabel('Longitude').fill('13.4');
+    await card.getByRole('button', { name: 'Save' }).click();
+    await card.getByText('Shown on the public map as “Kreuzberg roof” (Berlin).').waitFor();
+    await card.getByText('Saved: shown on the public map.').waitFor();
+    await check(page, 'device-public');
+    expect(await pins()).toEqual([
+      expect.objectContaining({
+        nickname: 'Kreuzberg roof',
+        locationName: 'Berlin',
+        lat: 52.5,
+        lon: 13.4,
+        value: 12.5,
+      }),
+    ]);
+
+    // After a reload the form shows what is shared; unticked and saved, the pin is gone at once.
+    await page.reload();
+    await expect(card.getByLabel('Nickname').inputValue()).resolves.toBe('Kreuzberg roof');
+    await card.getByLabel('Show on the public map').uncheck();
+    await card.getByRole('button', { name: 'Save' }).click();
+    await card.getByText('Saved: not shown on the public map.').waitFor();
+    await card.getByText('Not shown on the public map.', { exact: true }).waitFor();
+    expect(await pins()).toEqual([]);
+    await context.close();
+  });
+
   it('renames a site and changes its time zone; shows the API validation message next to the field', async () => {
     const context = await newContext(browser, t.url);
     const page = await context.newPage();

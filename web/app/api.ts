@@ -22,12 +22,14 @@ export class ApiError extends Error {
    * An error whose details name fields belongs to those only ("`to` must be after `from`" is the
    * field `to`'s, though its message names both); one without falls back to the whole message when
    * the message starts with the field's name, as the cloud's messages about one field do ("timezone
-   * must be an IANA time zone name" is the field `timezone`'s, not `name`'s).
+   * must be an IANA time zone name" is the field `timezone`'s, not `name`'s). A field is named by its
+   * path or a path inside it: `recipients` by `recipients.2`, `public.lat` by itself.
    */
   fieldMessage(field: string): string | null {
     const named = this.namedDetails();
     for (const d of named) {
-      if (d.path.split('.')[0] === field && typeof d.message === 'string') return d.message;
+      const inside = d.path === field || d.path.startsWith(`${field}.`);
+      if (inside && typeof d.message === 'string') return d.message;
     }
     if (named.length > 0) return null;
     const start = this.message.replace(/^`/, '');

@@ -8,6 +8,16 @@ export interface Site {
   created_at: string;
 }
 
+/** What the owner shares of a device on the public map (docs/api/public.md); null: never set. */
+export interface PublicSettings {
+  enabled: boolean;
+  nickname: string | null;
+  location_name: string | null;
+  lat: number | null;
+  lon: number | null;
+  organisation: string | null;
+}
+
 export interface Device {
   id: string;
   site_id: string;
@@ -20,6 +30,7 @@ export interface Device {
   last_seen_at: string | null;
   online: boolean;
   created_at: string;
+  public: PublicSettings | null;
 }
 
 export interface Sensor {

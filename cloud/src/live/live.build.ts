@@ -5,6 +5,7 @@ import type { DevicesService } from '../devices/devices.service.ts';
 import type { EventsService } from '../events/events.service.ts';
 import type { NotificationHub } from '../hub/notification-hub.ts';
 import type { Ingest } from '../ingest/ingest.types.ts';
+import type { PublicService } from '../public/public.service.ts';
 import type { Logger } from '../logger.ts';
 import type { RuleEngine } from '../rules/rule-engine.ts';
 import type { SensorsRepository } from '../sensors/sensors.repository.ts';
@@ -30,6 +31,7 @@ export function buildLive(deps: {
   sensors: SensorsService;
   sensorsRepository: SensorsRepository;
   devices: DevicesService;
+  publicApi: PublicService;
   authService: AuthService;
 }): { liveUpdates: LiveUpdates; liveStreams: LiveStreams } {
   const {
@@ -43,6 +45,7 @@ export function buildLive(deps: {
     sensors,
     sensorsRepository,
     devices,
+    publicApi,
     authService,
   } = deps;
   const log = deps.log.child({ module: 'live' });
@@ -60,6 +63,7 @@ export function buildLive(deps: {
     sensors,
     events,
     devices,
+    publicSettings: (ids) => publicApi.settingsOf(ids),
     sessionEnd: (sessionId) => authService.liveSessionEnd(sessionId),
     nowMicros: () => clock.nowMicros(),
   });

@@ -6,6 +6,7 @@ import type { EventsService } from '../events/events.service.ts';
 import { anyEventView } from '../events/events.view.ts';
 import type { UserPrincipal } from '../http/context.ts';
 import { accountTopic, type HubMessage, type NotificationHub } from '../hub/notification-hub.ts';
+import type { PublicDeviceRow } from '../public/public.repository.ts';
 import type { Logger } from '../logger.ts';
 import type { SensorsService } from '../sensors/sensors.service.ts';
 import { sensorView } from '../sensors/sensors.view.ts';
@@ -30,6 +31,8 @@ export interface LiveStreamsDeps {
   sensors: Pick<SensorsService, 'getMany' | 'alertSeverities'>;
   events: Pick<EventsService, 'get'>;
   devices: Pick<DevicesService, 'get'>;
+  /** What the owners publish of these devices (`PublicService.settingsOf`), for the device object. */
+  publicSettings: (deviceIds: string[]) => Promise<Map<string, PublicDeviceRow>>;
   /** When the session ends at the latest, or null once it has (`AuthService.liveSessionEnd`). */
   sessionEnd: (sessionId: string) => Promise<number | null>;
   nowMicros: () => number;
@@ -217,9 +220,12 @@ class LiveStream {
       const json = JSON.stringify(anyEventView(event));
       for (const change of changes) this.send(`alarm.${change}`, json);
     }
+    // The device object as `GET /v1/devices/{id}` answers it, its public settings included.
+    const published =
+      deviceIds.length > 0 ? await this.deps.publicSettings(deviceIds) : new Map<string, PublicDeviceRow>();
     for (const id of deviceIds) {
       const device = await gone(() => this.deps.devices.get(accountId, id));
-      if (device) this.send('device', JSON.stringify(deviceView(device)));
+      if (device) this.send('device', JSON.stringify(deviceView(device, published.get(id))));
     }
   }
 

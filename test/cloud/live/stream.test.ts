@@ -32,6 +32,24 @@ describe.each(DATABASES)('the dashboard stream on %s', (db) => {
     return s;
   }
 
+  it('sends a device as GET /v1/devices/{id} answers it, what its owner publishes on the map included', async () => {
+    w = await rulesWorld(db);
+    const mine = await stream(w.user);
+    await mine.waitFor('ready');
+    const shared = await w.t.http.patch(
+      `/v1/devices/${w.device.id}`,
+      { public: { enabled: true, nickname: 'Roof', location_name: 'Berlin', lat: 52.5, lon: 13.4 } },
+      { token: w.user.token },
+    );
+    expect(shared.status).toBe(200);
+    await w.send(T0, 3);
+    const online = await mine.waitFor('device', (d) => d.online === true);
+    expect(online.data.public).toMatchObject({ enabled: true, nickname: 'Roof', location_name: 'Berlin' });
+    expect(online.data).toEqual(
+      (await w.t.http.get(`/v1/devices/${w.device.id}`, { token: w.user.token })).json,
+    );
+  });
+
   it('delivers a sensor change after POST /v1/ingest and an alarm opening, to the account only', async () => {
     w = await rulesWorld(db);
     const other = await signUp(w.t, 'other@example.com');

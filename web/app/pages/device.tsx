@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
 import { useLocation, useRoute } from 'preact-iso';
 import { all, api, ApiError, seg } from '../api.ts';
+import { ShareOnMap } from './device-public.tsx';
 import { DeviceCredentials, type IssuedDevice, type Model } from '../components/device-setup.tsx';
 import { Confirm } from '../components/confirm.tsx';
 import { DeleteSection } from '../components/delete-section.tsx';
@@ -421,6 +422,7 @@ export function DevicePage() {
             <Identify device={device} model={model} />
             <RotateToken device={device} accountId={me?.id ?? '<account id>'} />
           </div>
+          <ShareOnMap key={`public-${device.id}`} device={device} onSaved={setChanged} />
           <MoveDevice device={device} sites={data.sites} onMoved={setChanged} />
           <DeleteDevice device={device} />
         </div>
