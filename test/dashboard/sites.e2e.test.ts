@@ -181,7 +181,7 @@ describe.each(DATABASES)('dashboard sites and devices (%s)', (db) => {
     await check(page, 'device');
     await page.getByLabel('Name', { exact: true }).fill('Walk-in fridge A');
     await page.getByLabel('Notes', { exact: true }).fill('Back of the kitchen');
-    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
     await page.getByRole('heading', { name: 'Walk-in fridge A' }).waitFor();
     await page.getByText('This model cannot blink on request.').waitFor();
 
@@ -281,7 +281,7 @@ describe.each(DATABASES)('dashboard sites and devices (%s)', (db) => {
     // Shown needs a nickname, a place and a position: the cloud's message goes beside each field.
     await card.getByLabel('Show on the public map').check();
     await card.getByLabel('Nickname').fill('Kreuzberg roof');
-    await card.getByRole('button', { name: 'Save' }).click();
+    await card.getByRole('button', { name: 'Save map settings' }).click();
     await card.locator('#public-place-error').waitFor();
     await card.locator('#public-lat-error').waitFor();
     await card.locator('#public-lon-error').waitFor();
@@ -289,7 +289,7 @@ describe.each(DATABASES)('dashboard sites and devices (%s)', (db) => {
     await card.getByLabel('Place').fill('Berlin');
     await card.getByLabel('Latitude').fill('52,5'); // a decimal comma, as many people type it
     await card.getByLabel('Longitude').fill('13.4');
-    await card.getByRole('button', { name: 'Save' }).click();
+    await card.getByRole('button', { name: 'Save map settings' }).click();
     await card.getByText('Shown on the public map as “Kreuzberg roof” (Berlin).').waitFor();
     await card.getByText('Saved: shown on the public map.').waitFor();
     await check(page, 'device-public');
@@ -307,7 +307,7 @@ describe.each(DATABASES)('dashboard sites and devices (%s)', (db) => {
     await page.reload();
     await expect(card.getByLabel('Nickname').inputValue()).resolves.toBe('Kreuzberg roof');
     await card.getByLabel('Show on the public map').uncheck();
-    await card.getByRole('button', { name: 'Save' }).click();
+    await card.getByRole('button', { name: 'Save map settings' }).click();
     await card.getByText('Saved: not shown on the public map.').waitFor();
     await card.getByText('Not shown on the public map.', { exact: true }).waitFor();
     expect(await pins()).toEqual([]);

@@ -108,7 +108,7 @@ export interface AutoCreateDeps {
 }
 
 /**
- * New devices one integration or bridge may create in an hour. A leaked `whk_` token or bridge
+ * New devices one integration or bridge may create in a clock hour (a fixed window). A leaked `whk_` token or bridge
  * certificate could otherwise fill a site with a device per request (each new device has a fresh
  * ingest budget). A whole site's sensors joining at once fit; the rest wait for the next hour.
  */

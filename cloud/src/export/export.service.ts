@@ -2,6 +2,7 @@ import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ZipArchive } from 'archiver';
 import { formatMicros, formatSeconds, formatSecondsOrNull } from '../../../shared/time.ts';
+import { auditView } from '../audit/audit.view.ts';
 import type { Clock } from '../clock.ts';
 import type { DeviceMovesService } from '../devices/moves.service.ts';
 import type { MeasurementsRepository } from '../measurements/measurements.repository.ts';
@@ -229,7 +230,11 @@ export class ExportService {
       (after) => exports.auditPage(db, accountId, after, PAGE),
       (a) => [a.ts, a.id],
     );
+    // The details as the audit API shows them (an alert rule's chat URLs masked).
     for await (const page of rows)
-      yield page.map((a) => [a.id, formatSeconds(a.ts), a.kind, a.actor, a.target, a.details]);
+      yield page.map((a) => {
+        const { details } = auditView(a);
+        return [a.id, formatSeconds(a.ts), a.kind, a.actor, a.target, JSON.stringify(details)];
+      });
   }
 }

@@ -33,10 +33,10 @@ export function reportRecipientRoutes(s: ReportRecipientRoutesDeps): RouteDef[] 
   const page = async (res: Response, token: string, status: number, notice?: string) => {
     const row = await reportRecipients.byToken(db, token);
     const asker = row.asked_by ? ((await accounts.findUser(db, row.asked_by))?.email ?? null) : null;
-    res
-      .status(status)
-      .set(PAGE_HEADERS)
-      .set({ 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' });
+    // The dashboard's page headers: Referrer-Policy same-origin keeps the form's Origin (under
+    // no-referrer a browser may send `Origin: null`, which the session cookie's cross-site check
+    // refuses for a recipient who is also signed in); the page links to no other origin.
+    res.status(status).set(PAGE_HEADERS).set('Cache-Control', 'no-store');
     res.type('html');
     res.send(
       recipientPage({
@@ -92,8 +92,7 @@ export function reportRecipientRoutes(s: ReportRecipientRoutesDeps): RouteDef[] 
       handler: async (req, res) => {
         const token = param(req, 'token');
         try {
-          const form = new URLSearchParams(req.ctx.rawBody?.toString('utf8') ?? '');
-          const state = answerOf(form);
+          const state = answerOf(await formOf(req));
           await reportRecipients.answer(db, token, state);
           return await page(res, token, 200, ANSWERED[state]);
         } catch (e) {
@@ -104,8 +103,26 @@ export function reportRecipientRoutes(s: ReportRecipientRoutesDeps): RouteDef[] 
   ];
 }
 
+/**
+ * The posted form, URL-encoded (the page's) or `multipart/form-data` (what RFC 8058 asks of a mail
+ * program's one-click), read by the Fetch API's body parser. No content type reads as URL-encoded.
+ */
+async function formOf(req: Request): Promise<FormData> {
+  const type = req.get('Content-Type') ?? 'application/x-www-form-urlencoded';
+  try {
+    return await new Response(req.ctx.rawBody ?? new Uint8Array(0), {
+      headers: { 'Content-Type': type },
+    }).formData();
+  } catch {
+    throw new InvalidRequest(
+      'invalid_request',
+      'send the form as application/x-www-form-urlencoded or multipart/form-data',
+    );
+  }
+}
+
 /** `action=confirm`, `action=decline`, or RFC 8058's `List-Unsubscribe=One-Click` (a decline). */
-function answerOf(form: URLSearchParams): 'confirmed' | 'declined' {
+function answerOf(form: FormData): 'confirmed' | 'declined' {
   if (form.get('List-Unsubscribe') === 'One-Click') return 'declined';
   const action = form.get('action');
   if (action === 'confirm') return 'confirmed';

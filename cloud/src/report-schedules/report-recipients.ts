@@ -15,6 +15,8 @@ import type {
 
 /** New addresses (and addresses asked again) an account may ask by mail in a day. */
 export const MAX_ASKS_PER_DAY = 50;
+/** Mails asking one address, by every account together, in a day: no one is flooded with them. */
+export const MAX_ASKS_PER_ADDRESS = 3;
 /** An address that has not answered is asked again by a later schedule after this long. */
 export const ASK_AGAIN_AFTER_MICROS = 7 * 24 * 3600 * 1_000_000;
 const DAY_MICROS = 24 * 3600 * 1_000_000;
@@ -22,9 +24,8 @@ const DAY_MICROS = 24 * 3600 * 1_000_000;
 /** The page of a recipient's link: the path, under the dashboard's origin. */
 export const RECIPIENT_PAGE = '/app/report-mail';
 
-/** What the mail that asks an address names: who asks, and for what. */
+/** What the mail that asks an address names: the report and how often (the page names the site). */
 export interface AskContext {
-  siteName: string;
   template: string;
   every: string;
 }
@@ -56,8 +57,9 @@ export class ReportRecipients {
 
   /**
    * In the transaction that creates a schedule: records its addresses and queues the mail asking
-   * each new one (or one that has not answered for a week). More than MAX_ASKS_PER_DAY asked in a
-   * day is 429 `rate_limited`, and the schedule is not created.
+   * each new one (or one that has not answered for a week). Refused with 429 `rate_limited`, and
+   * the schedule not made, past MAX_ASKS_PER_DAY addresses asked by the account in a day, or when an
+   * address was asked MAX_ASKS_PER_ADDRESS times in a day by any account.
    */
   async ask(
     trx: Db,
@@ -76,14 +78,18 @@ export class ReportRecipients {
     );
 
     const toAsk: ReportRecipientRow[] = [];
+    let askedAgain = 0;
     for (const address of lower) {
-      const row = known.get(address);
-      if (row) {
-        if (row.state === 'pending' && row.asked_at <= now - ASK_AGAIN_AFTER_MICROS) toAsk.push(row);
+      const had = known.get(address);
+      if (had) {
+        if (had.state === 'pending' && had.asked_at <= now - ASK_AGAIN_AFTER_MICROS) {
+          toAsk.push(had);
+          askedAgain += 1;
+        }
         continue;
       }
       const member = members.has(address);
-      const created: ReportRecipientRow = {
+      const { row, inserted } = await recipients.insertOrFind(trx, {
         id: newId('rcn'),
         account_id: by.accountId,
         address,
@@ -92,22 +98,33 @@ export class ReportRecipients {
         asked_by: member ? null : by.userId,
         asked_at: now,
         answered_at: member ? now : null,
-      };
-      await recipients.insert(trx, created);
-      if (!member) toAsk.push(created);
+      });
+      // A schedule made at the same moment naming the address asked it already.
+      if (inserted && !member) toAsk.push(row);
     }
     if (toAsk.length === 0) return;
 
-    const asked = await recipients.askedSince(trx, by.accountId, now - DAY_MICROS);
-    // The rows inserted above count already; rows asked again count once more.
-    const total = asked + toAsk.filter((r) => r.asked_at !== now).length;
-    if (total > MAX_ASKS_PER_DAY)
+    // Counted in the rows themselves, in this transaction: the rows inserted above count already,
+    // those asked again once more.
+    const since = now - DAY_MICROS;
+    const retryAfter = (first: number | null) =>
+      Math.max(1, Math.ceil(((first ?? now) + DAY_MICROS - now) / 1_000_000));
+    const asked = await recipients.askedSince(trx, { accountId: by.accountId }, since);
+    if (asked.count + askedAgain > MAX_ASKS_PER_DAY) {
       throw new RateLimited(
-        3600,
+        retryAfter(asked.first),
         `an account may ask at most ${MAX_ASKS_PER_DAY} new recipients a day to confirm; try again later, or name fewer new addresses`,
       );
+    }
     for (const row of toAsk) {
-      if (row.asked_at !== now) await recipients.markAsked(trx, row.id, by.userId, now);
+      const again = row.asked_at !== now;
+      const ofAddress = await recipients.askedSince(trx, { address: row.address }, since);
+      if (ofAddress.count + (again ? 1 : 0) > MAX_ASKS_PER_ADDRESS)
+        throw new RateLimited(
+          retryAfter(ofAddress.first),
+          `${row.address} was asked to confirm reports too often today; try again tomorrow`,
+        );
+      if (again) await recipients.markAsked(trx, row.id, by.userId, now);
       const mail: MailJob = { ...askMail(row.address, asker, context, this.link(row)), secrets: [row.token] };
       await jobs.enqueue(trx, MAIL_JOB, mail, now);
     }
@@ -158,14 +175,18 @@ export class ReportRecipients {
   }
 }
 
-/** The mail asking an address: who asks, for what, and the link. Nothing else of the account's. */
+/**
+ * The mail asking an address: who asks (a sign-in address, so one its owner receives mail at), what
+ * and how often, and the link. No text the account chose (a site's name could be any message): the
+ * link's page shows the sites.
+ */
 function askMail(to: string, asker: string, context: AskContext, link: string): MailJob {
   const what = reportName(context.template);
   return {
     to,
     subject: 'Do you want to receive scheduled reports?',
     text: [
-      `${asker} would like to e-mail you the ${what} of the site "${context.siteName}" every ${context.every}, as a PDF.`,
+      `${asker} would like to e-mail you a ${what} every ${context.every}, as a PDF. The link below shows which sites.`,
       '',
       'Nothing is sent to you unless you agree. To receive these reports, open this link and confirm:',
       link,

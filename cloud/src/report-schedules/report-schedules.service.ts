@@ -149,11 +149,7 @@ export class ReportSchedules {
         next_run_at: periodEnd + RUN_DELAY_MICROS,
       };
       await schedules.insert(trx, row);
-      await this.deps.recipients.ask(trx, by, recipients, {
-        siteName: site.name,
-        template: row.template,
-        every: row.every,
-      });
+      await this.deps.recipients.ask(trx, by, recipients, { template: row.template, every: row.every });
       await audit.record(trx, {
         accountId: by.accountId,
         kind: 'report_schedule.created',

@@ -24,6 +24,16 @@ describe.each(DATABASES)('alert rule routes on %s', (db) => {
     return answer.json.token as string;
   }
 
+  /** A rule's notification as stored: its chat URLs whole. */
+  async function storedNotify(id: string): Promise<{ steps: { chat: { type: string; url: string }[] }[] }> {
+    const row = await w.t.cloud.services.db
+      .selectFrom('alert_rules')
+      .select('notify')
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
+    return JSON.parse(row.notify) as { steps: { chat: { type: string; url: string }[] }[] };
+  }
+
   const ruleOn = (channel: string) => ({
     name: 'Fridge',
     channel_ids: [channel],
@@ -139,16 +149,7 @@ describe.each(DATABASES)('alert rule routes on %s', (db) => {
     const channel = await send(T0, 3);
     const slack = 'https://8.8.8.8/services/T000/B000/XXXXsecretYYYY';
     const ntfy = 'https://8.8.8.8/alarms';
-    const stored = async (id: string) =>
-      JSON.parse(
-        (
-          await w.t.cloud.services.db
-            .selectFrom('alert_rules')
-            .select('notify')
-            .where('id', '=', id)
-            .executeTakeFirstOrThrow()
-        ).notify,
-      ).steps[0].chat;
+    const stored = async (id: string) => (await storedNotify(id)).steps[0]!.chat;
     const created = await w.t.http.post(
       '/v1/alert-rules',
       {
@@ -245,6 +246,67 @@ describe.each(DATABASES)('alert rule routes on %s', (db) => {
         },
       ]);
     }
+  });
+
+  it('tells two chat URLs with one mask apart by their place, and masks whole URLs in older audit entries', async () => {
+    w = await rulesWorld(db);
+    const channel = await send(T0, 3);
+    const warn = 'https://8.8.8.8/kitchen-warn';
+    const crit = 'https://8.8.8.8/kitchen-crit';
+    const step = (after: number, url: string) => ({ after_min: after, chat: [{ type: 'ntfy', url }] });
+    const created = await w.t.http.post(
+      '/v1/alert-rules',
+      { ...ruleOn(channel), notify: { steps: [step(0, warn), step(30, crit)] } },
+      { token: w.user.token },
+    );
+    expect(created.status).toBe(201);
+    const id = created.json.id as string;
+    const masked = created.json.notify;
+    expect(masked.steps.map((s: { chat: { url: string }[] }) => s.chat[0]!.url)).toEqual([
+      'https://8.8.8.8/…',
+      'https://8.8.8.8/…',
+    ]);
+    const storedUrls = async () => (await storedNotify(id)).steps.map((s) => s.chat.map((c) => c.url));
+
+    // Sent back as read: each mask is the URL in its own place, not the first with that mask.
+    const renamed = await w.t.http.patch(
+      `/v1/alert-rules/${id}`,
+      { name: 'Renamed', notify: masked },
+      { token: w.user.token },
+    );
+    expect(renamed.status).toBe(200);
+    expect(await storedUrls()).toEqual([[warn], [crit]]);
+    // In a new place the mask could be either: refused, nothing changes.
+    const ambiguous = await w.t.http.patch(
+      `/v1/alert-rules/${id}`,
+      { notify: { steps: [...masked.steps, step(60, 'https://8.8.8.8/…')] } },
+      { token: w.user.token },
+    );
+    expect([ambiguous.status, ambiguous.json.error.code]).toEqual([400, 'invalid_request']);
+    expect(ambiguous.json.error.details[0].path).toBe('notify.steps.2.chat.0.url');
+    expect(await storedUrls()).toEqual([[warn], [crit]]);
+
+    // An entry written whole (as entries made before chat URLs were masked are) reads masked.
+    await w.t.cloud.services.audit.record(w.t.cloud.services.db, {
+      accountId: w.user.accountId,
+      kind: 'alert_rule.changed',
+      by: w.user.userId,
+      target: id,
+      details: {
+        before: {
+          notify: { steps: [step(0, 'https://8.8.8.8/services/T/B/OLDsecretWXYZ')], repeat_every_min: null },
+        },
+        after: null,
+      },
+      ts: w.clock.nowMicros(),
+    });
+    const audit = await w.t.http.get('/v1/accounts/me/audit?kind=alert_rule.changed', {
+      token: w.user.token,
+    });
+    expect(audit.text).not.toContain('OLDsecret');
+    expect(audit.text).not.toContain('kitchen-');
+    const written = audit.json.data.find((e: { details: { after: unknown } }) => e.details.after === null);
+    expect(written.details.before.notify.steps[0].chat[0].url).toBe('https://8.8.8.8/…WXYZ');
   });
 
   it('changes and disables a rule whose webhook or channel was deleted since; a firing skips the webhook', async () => {

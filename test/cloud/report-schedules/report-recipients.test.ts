@@ -2,7 +2,10 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import { sql } from 'kysely';
 import { ManualClock } from '../../../cloud/src/clock.ts';
 import type { SentMail } from '../../../cloud/src/mail/mailer.ts';
-import { MAX_ASKS_PER_DAY } from '../../../cloud/src/report-schedules/report-recipients.ts';
+import {
+  MAX_ASKS_PER_ADDRESS,
+  MAX_ASKS_PER_DAY,
+} from '../../../cloud/src/report-schedules/report-recipients.ts';
 import { openDatabase } from '../../../cloud/src/storage/database.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
@@ -76,8 +79,11 @@ describe.each(DATABASES)('report recipients on %s', (db) => {
     // One mail asks each address that is not a user of the account; it says who asks, for what.
     expect(asks.map((m) => m.to).sort()).toEqual(['inspector@example.org', 'qa@example.com']);
     const ask = asks.find((m) => m.to === 'inspector@example.org')!;
-    expect(ask.text).toContain('owner@example.com would like to e-mail you the HACCP temperature report');
-    expect(ask.text).toContain('"Cold Store 1" every month');
+    expect(ask.text).toContain(
+      'owner@example.com would like to e-mail you a HACCP temperature report every month',
+    );
+    // No text the account chose (a site's name could say anything): the page names the sites.
+    expect(ask.text).not.toContain('Cold Store 1');
     const inspectorPage = recipientPath(ask.text);
 
     // Opening the link (a person, a mail scanner, a preview) changes nothing.
@@ -86,7 +92,7 @@ describe.each(DATABASES)('report recipients on %s', (db) => {
       expect(opened.status).toBe(200);
       expect(opened.headers.get('content-type')).toMatch(/^text\/html/);
       expect(opened.headers.get('cache-control')).toBe('no-store');
-      expect(opened.headers.get('referrer-policy')).toBe('no-referrer');
+      expect(opened.headers.get('referrer-policy')).toBe('same-origin');
     }
     const page = await t.http.get(inspectorPage, { headers: { accept: 'text/html' } });
     expect(page.text).toContain('Scheduled reports for inspector@example.org');
@@ -98,7 +104,17 @@ describe.each(DATABASES)('report recipients on %s', (db) => {
       status: 'pending',
     });
 
-    const confirmed = await answerOnPage(t, inspectorPage, 'confirm');
+    // Posted from the page by someone also signed in to the dashboard here: the cookie goes along.
+    const confirmed = await t.http.post(inspectorPage, undefined, {
+      raw: 'action=confirm',
+      cookie: `os_session=${user.cookie}`,
+      headers: {
+        ...FORM,
+        accept: 'text/html',
+        origin: new URL(t.url).origin,
+        'sec-fetch-site': 'same-origin',
+      },
+    });
     expect(confirmed.status).toBe(200);
     expect(confirmed.text).toContain('Thank you: you will receive these reports.');
     expect(confirmed.text).toContain('value="decline"');
@@ -134,10 +150,13 @@ describe.each(DATABASES)('report recipients on %s', (db) => {
       t.logs.some((l) => l.msg === 'scheduled report not mailed to a recipient who has not confirmed'),
     ).toBe(true);
 
-    // The mail program's one-click unsubscribe (RFC 8058): a POST with no page and no origin.
+    // The mail program's one-click unsubscribe (RFC 8058): a multipart POST with no page and no origin.
+    const multipart = new FormData();
+    multipart.set('List-Unsubscribe', 'One-Click');
+    const encoded = new Request('http://x/', { method: 'POST', body: multipart });
     const oneClick = await t.http.post(inspectorPage, undefined, {
-      raw: 'List-Unsubscribe=One-Click',
-      headers: FORM,
+      raw: Buffer.from(await encoded.arrayBuffer()),
+      headers: { 'content-type': encoded.headers.get('content-type')! },
     });
     expect(oneClick.status).toBe(200);
     expect((await statusOf(created.json.id))[1]).toEqual({
@@ -194,25 +213,37 @@ describe.each(DATABASES)('report recipients on %s', (db) => {
     ).toEqual([{ address: 'qa@example.com', status: 'pending' }]);
   });
 
-  it(`asks at most ${MAX_ASKS_PER_DAY} new addresses a day per account, and the schedule that would pass it is not made`, async () => {
+  it(`asks at most ${MAX_ASKS_PER_DAY} addresses a day per account, asked again ones included, and the schedule that would pass it is not made`, async () => {
     await start();
     const site = await createSite(t, user.token);
     const addresses = (from: number) => Array.from({ length: 20 }, (_, i) => `r${from + i}@example.com`);
     expect((await schedule(site.id, addresses(0))).status).toBe(201);
     expect((await schedule(site.id, addresses(20))).status).toBe(201);
     // Addresses already asked cost nothing.
-    expect((await schedule(site.id, [...addresses(0), ...addresses(20)].slice(0, 20))).status).toBe(201);
+    expect((await schedule(site.id, addresses(0))).status).toBe(201);
+    clock.advanceMs(3600_000);
     const refused = await schedule(site.id, addresses(40));
     expect([refused.status, refused.json.error.code]).toEqual([429, 'rate_limited']);
-    expect(refused.headers.get('retry-after')).toBe('3600');
+    // Until the first of the day's asks leaves the day: 23 hours.
+    expect(refused.headers.get('retry-after')).toBe(String(23 * 3600));
     expect(refused.json.error.message).toContain(`at most ${MAX_ASKS_PER_DAY} new recipients a day`);
     expect(asks).toHaveLength(40);
     expect((await t.http.get('/v1/report-schedules', { token: user.token })).json.data).toHaveLength(3);
     // Ten more fit today; the next day, twenty do.
     expect((await schedule(site.id, addresses(40).slice(0, 10))).status).toBe(201);
-    clock.advanceMs(DAY_MS + 1000);
+    clock.advanceMs(DAY_MS);
     expect((await schedule(site.id, addresses(60))).status).toBe(201);
     expect(asks).toHaveLength(70);
+
+    // A week on, addresses that never answered are asked again, and that counts too.
+    clock.advanceMs(8 * DAY_MS);
+    expect((await schedule(site.id, addresses(0))).status).toBe(201);
+    expect((await schedule(site.id, addresses(20))).status).toBe(201);
+    expect(asks).toHaveLength(110);
+    const again = await schedule(site.id, addresses(40)); // 10 asked again, 10 new
+    expect([again.status, again.json.error?.code]).toEqual([429, 'rate_limited']);
+    expect(asks).toHaveLength(110);
+
     // Another account has its own budget.
     const other = await signUp(t, 'other@example.com');
     const otherSite = await createSite(t, other.token);
@@ -223,12 +254,59 @@ describe.each(DATABASES)('report recipients on %s', (db) => {
         template: 'haccp_monthly',
         language: 'en',
         every: 'week',
-        recipients: addresses(0),
+        recipients: addresses(80),
       },
       { token: other.token },
     );
     expect(theirs.status).toBe(201);
-    expect(theirs.json.recipient_status[0]).toEqual({ address: 'r0@example.com', status: 'pending' });
+    expect(theirs.json.recipient_status[0]).toEqual({ address: 'r80@example.com', status: 'pending' });
+  });
+
+  it(`asks one address at most ${MAX_ASKS_PER_ADDRESS} times a day, whichever accounts ask`, async () => {
+    await start();
+    const ask = async (n: number) => {
+      const owner = await signUp(t, `owner${n}@example.net`);
+      const site = await createSite(t, owner.token);
+      return t.http.post(
+        '/v1/report-schedules',
+        {
+          site_id: site.id,
+          template: 'haccp_monthly',
+          language: 'en',
+          every: 'week',
+          recipients: ['Victim@Example.org'],
+        },
+        { token: owner.token },
+      );
+    };
+    for (let n = 0; n < MAX_ASKS_PER_ADDRESS; n++) expect((await ask(n)).status).toBe(201);
+    const refused = await ask(MAX_ASKS_PER_ADDRESS);
+    expect([refused.status, refused.json.error.code]).toEqual([429, 'rate_limited']);
+    expect(refused.json.error.message).toBe(
+      'victim@example.org was asked to confirm reports too often today; try again tomorrow',
+    );
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    await t.cloud.services.jobs.drain();
+    expect(asks.map((m) => m.to)).toEqual(Array(MAX_ASKS_PER_ADDRESS).fill('victim@example.org'));
+  });
+
+  it('never shows a recipient’s link token in an answer: schedules, their list, the audit trail', async () => {
+    await start();
+    const site = await createSite(t, user.token);
+    const created = await schedule(site.id, ['qa@example.com']);
+    const path = recipientPath(asks[0]!.text);
+    const token = path.split('/').pop()!;
+    expect((await answerOnPage(t, path, 'confirm')).status).toBe(200);
+    for (const answer of [
+      created,
+      await t.http.get('/v1/report-schedules', { token: user.token }),
+      await t.http.get(`/v1/report-schedules/${created.json.id}`, { token: user.token }),
+      await t.http.get('/v1/accounts/me/audit', { token: user.token }),
+    ]) {
+      expect(answer.status).toBeLessThan(300);
+      expect(answer.text).not.toContain(token);
+      expect(answer.text).not.toContain('rcp_');
+    }
   });
 
   it('keeps mailing the addresses of schedules made before recipients confirmed (migration 0017)', async () => {
@@ -245,6 +323,13 @@ describe.each(DATABASES)('report recipients on %s', (db) => {
     const { db: handle } = t.cloud.services;
     await sql`DROP TABLE report_recipients`.execute(handle);
     await sql`DELETE FROM schema_migrations WHERE name = '0017_report_recipients'`.execute(handle);
+    // Rows written by older versions, with an address in two spellings: one answer per address.
+    await sql`UPDATE report_schedules SET recipients = ${JSON.stringify([
+      'Lab@Example.com',
+      'owner@example.com',
+      'x@example.org',
+      'X@EXAMPLE.ORG',
+    ])}`.execute(handle);
     const reopened = await openDatabase(t.database.url, { schema: t.database.schema });
     try {
       const rows = await reopened.db.selectFrom('report_recipients').selectAll().orderBy('address').execute();
@@ -265,6 +350,7 @@ describe.each(DATABASES)('report recipients on %s', (db) => {
       { address: 'Lab@Example.com', status: 'confirmed' },
       { address: 'owner@example.com', status: 'confirmed' },
       { address: 'x@example.org', status: 'confirmed' },
+      { address: 'X@EXAMPLE.ORG', status: 'confirmed' },
     ]);
   });
 });

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
-import { api, seg, type ApiError } from '../api.ts';
+import { api, seg } from '../api.ts';
 import { ErrorBox, Field } from '../components/ui.tsx';
+import { useSubmit } from '../hooks.ts';
 import type { Device } from '../types.ts';
 
 /** The API's names of the public settings, as the form's fields report their errors. */
@@ -14,6 +15,17 @@ function coordinate(text: string): number | string | undefined {
   return Number.isFinite(n) ? n : t;
 }
 
+/** The position's two fields. */
+const COORDINATES = [
+  { field: 'lat', label: 'Latitude', hint: '−90 to 90, e.g. 52.5' },
+  { field: 'lon', label: 'Longitude', hint: '−180 to 180, e.g. 13.4' },
+] as const;
+
+/** A coordinate as the field shows it. */
+function coordinateText(value: number | null | undefined): string {
+  return value === undefined || value === null ? '' : String(value);
+}
+
 /**
  * Share a device's readings on the public map (docs/api/public.md, "Publishing a device"): a
  * nickname and a place instead of the device's and site's names, a position, and whether it is
@@ -24,17 +36,11 @@ export function ShareOnMap({ device, onSaved }: { device: Device; onSaved: (d: D
   const [enabled, setEnabled] = useState(p?.enabled ?? false);
   const [nickname, setNickname] = useState(p?.nickname ?? '');
   const [place, setPlace] = useState(p?.location_name ?? '');
-  const [lat, setLat] = useState(p?.lat === undefined || p.lat === null ? '' : String(p.lat));
-  const [lon, setLon] = useState(p?.lon === undefined || p.lon === null ? '' : String(p.lon));
+  const [lat, setLat] = useState(coordinateText(p?.lat));
+  const [lon, setLon] = useState(coordinateText(p?.lon));
   const [organisation, setOrganisation] = useState(p?.organisation ?? '');
-  const [error, setError] = useState<ApiError | null>(null);
   const [saved, setSaved] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
-
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    setBusy(true);
-    setError(null);
+  const { busy, error, submit } = useSubmit(async () => {
     setSaved(null);
     const settings: Record<string, unknown> = { enabled };
     if (nickname.trim() !== '') settings.nickname = nickname.trim();
@@ -45,18 +51,17 @@ export function ShareOnMap({ device, onSaved }: { device: Device; onSaved: (d: D
     if (lo !== undefined) settings.lon = lo;
     if (organisation.trim() !== '') settings.organisation = organisation.trim();
     else if (p?.organisation) settings.organisation = null;
-    try {
-      const updated = await api.patch<Device>(`/devices/${seg(device.id)}`, { public: settings });
-      onSaved(updated);
-      setSaved(
-        updated.public?.enabled ? 'Saved: shown on the public map.' : 'Saved: not shown on the public map.',
-      );
-    } catch (err) {
-      setError(err as ApiError);
-    } finally {
-      setBusy(false);
-    }
-  };
+    const updated = await api.patch<Device>(`/devices/${seg(device.id)}`, { public: settings });
+    onSaved(updated);
+    // The fields as the cloud keeps them: one emptied is kept, not removed (only organisation can be).
+    const now = updated.public;
+    setNickname(now?.nickname ?? '');
+    setPlace(now?.location_name ?? '');
+    setLat(coordinateText(now?.lat));
+    setLon(coordinateText(now?.lon));
+    setOrganisation(now?.organisation ?? '');
+    setSaved(now?.enabled ? 'Saved: shown on the public map.' : 'Saved: not shown on the public map.');
+  });
 
   const message = (field: string) => error?.fieldMessage(`public.${field}`) ?? null;
   const fieldShown = FIELDS.some((f) => message(f) !== null);
@@ -94,22 +99,22 @@ export function ShareOnMap({ device, onSaved }: { device: Device; onSaved: (d: D
           <input id="public-place" value={place} onInput={(e) => setPlace(e.currentTarget.value)} />
         </Field>
         <div class="form-grid">
-          <Field id="public-lat" label="Latitude" error={message('lat')} hint="−90 to 90, e.g. 52.5">
-            <input
-              id="public-lat"
-              inputMode="decimal"
-              value={lat}
-              onInput={(e) => setLat(e.currentTarget.value)}
-            />
-          </Field>
-          <Field id="public-lon" label="Longitude" error={message('lon')} hint="−180 to 180, e.g. 13.4">
-            <input
-              id="public-lon"
-              inputMode="decimal"
-              value={lon}
-              onInput={(e) => setLon(e.currentTarget.value)}
-            />
-          </Field>
+          {COORDINATES.map((c) => (
+            <Field
+              key={c.field}
+              id={`public-${c.field}`}
+              label={c.label}
+              error={message(c.field)}
+              hint={c.hint}
+            >
+              <input
+                id={`public-${c.field}`}
+                inputMode="decimal"
+                value={c.field === 'lat' ? lat : lon}
+                onInput={(e) => (c.field === 'lat' ? setLat : setLon)(e.currentTarget.value)}
+              />
+            </Field>
+          ))}
         </div>
         <Field id="public-organisation" label="Organisation (optional)" error={message('organisation')}>
           <input
@@ -119,13 +124,10 @@ export function ShareOnMap({ device, onSaved }: { device: Device; onSaved: (d: D
           />
         </Field>
         {error && !fieldShown && <ErrorBox error={error} />}
-        {saved && (
-          <p class="success-box" role="status">
-            {saved}
-          </p>
-        )}
+        {/* Mounted before anything is said in it, so screen readers announce what is. */}
+        <div role="status">{saved && <p class="success-box">{saved}</p>}</div>
         <button type="submit" class="primary" disabled={busy}>
-          Save
+          Save map settings
         </button>
       </form>
     </section>

@@ -404,7 +404,7 @@ function Schedules({
                   </td>
                   <td data-label="Every">{s.every === 'month' ? 'Month' : 'Week'}</td>
                   <td data-label="Recipients" class="break">
-                    <ul class="recipients">
+                    <ul class="recipients" role="list">
                       {s.recipient_status.map((r) => (
                         <li key={r.address} data-status={r.status}>
                           {r.address}

@@ -5,9 +5,8 @@ import type { Migration } from './migration.ts';
  * (docs/api/report-schedules.md, "Recipients confirm"). One row per account and address
  * (lower-cased): `pending` until the address answers the mail that asks it, then `confirmed` or
  * `declined`. `token` (`rcp_…`) is in the links of every mail to the address: the page it opens
- * confirms or stops. The addresses of schedules made before this migration were mailed without
- * being asked; they stay `confirmed`, so an upgrade stops no report, and their next report carries
- * the link that stops it.
+ * confirms or stops. The addresses of schedules made before this migration are recorded as
+ * `confirmed`, so an upgrade stops no report; their next report carries the link that stops it.
  */
 export const reportRecipients: Migration = {
   name: '0017_report_recipients',
@@ -22,6 +21,8 @@ export const reportRecipients: Migration = {
        asked_at BIGINT NOT NULL,
        answered_at BIGINT,
        UNIQUE (account_id, address))`,
+    // The asks of one address by every account (at most a few a day).
+    `CREATE INDEX report_recipients_address ON report_recipients (address, asked_at)`,
     dialect === 'sqlite'
       ? `INSERT INTO report_recipients (id, account_id, address, state, token, asked_by, asked_at, answered_at)
          SELECT 'rcn_' || lower(hex(randomblob(16))), account_id, address, 'confirmed',
