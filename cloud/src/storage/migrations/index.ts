@@ -19,8 +19,9 @@ import { reportRecipients } from './0017_report_recipients.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
- * has shipped: add the next one. `test/cloud/storage/schema.test.ts` fails when the schema changes
- * without a migration. Each migration's type is in `migration.ts`, which imports nothing.
+ * has shipped: add the next one. `test/cloud/storage/contract.test.ts` checks that each is applied
+ * once, also by several processes starting together, and that every repository reads back alike on
+ * both. Each migration's type is in `migration.ts`, which imports nothing.
  */
 export const MIGRATIONS: readonly Migration[] = [
   initial,
