@@ -193,6 +193,16 @@ export class PublicRepository {
     return counts;
   }
 
+  /** A key of the installation (`installation_secrets`, migration 0018). */
+  async installationSecret(db: Db, name: string): Promise<string> {
+    const row = await db
+      .selectFrom('installation_secrets')
+      .select('value')
+      .where('name', '=', name)
+      .executeTakeFirstOrThrow();
+    return row.value;
+  }
+
   async insertFlag(db: Db, row: PublicFlagRow): Promise<void> {
     await db.insertInto('public_flags').values(row).execute();
   }

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import { z } from 'zod';
 import { newId } from '../../../shared/ids.ts';
 import type { AuditRepository } from '../audit/audit.repository.ts';
@@ -50,6 +50,8 @@ export class PublicService {
       onChange: () => void;
     },
   ) {}
+
+  private reporterKeyRead: Promise<string> | null = null;
 
   async settingsOf(deviceIds: readonly string[]): Promise<Map<string, PublicDeviceRow>> {
     const rows = await this.deps.publicRepository.settingsOf(this.deps.db, deviceIds);
@@ -131,13 +133,24 @@ export class PublicService {
       id: newId('flg'),
       sensor_id: sensorId,
       reason,
-      reporter: reporterHash(clientAddress),
+      reporter: reporterHash(await this.reporterKey(), clientAddress),
       created_at: this.deps.clock.nowMicros(),
       resolved_at: null,
       resolution: null,
     };
     await this.deps.publicRepository.insertFlag(this.deps.db, row);
     return row;
+  }
+
+  /** The installation's key of reporter hashes (migration 0018): read once per process, again after a failed read. */
+  private reporterKey(): Promise<string> {
+    this.reporterKeyRead ??= this.deps.publicRepository
+      .installationSecret(this.deps.db, 'flag_reporter')
+      .catch((err: unknown) => {
+        this.reporterKeyRead = null;
+        throw err;
+      });
+    return this.reporterKeyRead;
   }
 
   /** Open flags, oldest first (`all`: resolved ones too). */
@@ -190,9 +203,10 @@ function settingsDetails(row: PublicDeviceRow) {
 }
 
 /**
- * The reporter as flags keep it: a hash of the address, so an operator sees one address reporting
- * many times without the address being stored.
+ * The reporter as flags keep it: a hash of the address keyed with the installation's secret, so an
+ * operator sees one address reporting many times without the address being stored, and no one
+ * without the key can find it by hashing every address.
  */
-function reporterHash(address: string): string {
-  return createHash('sha256').update(`public-flag:${address}`).digest('hex').slice(0, 16);
+function reporterHash(key: string, address: string): string {
+  return createHmac('sha256', key).update(address).digest('hex').slice(0, 16);
 }

@@ -167,6 +167,8 @@ export interface Tables {
     error: string | null;
     created_at: number;
   };
+  /** Random keys of the installation, made by migration 0018 (`flag_reporter`). */
+  installation_secrets: { name: string; value: string };
   /** Whether an address agreed to an account's scheduled reports (0017). */
   report_recipients: {
     id: string;

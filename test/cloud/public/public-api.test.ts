@@ -1,3 +1,4 @@
+import { createHash, createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { ManualClock } from '../../../cloud/src/clock.ts';
 import { formatMicros, formatSeconds } from '../../../shared/time.ts';
@@ -548,6 +549,37 @@ describe.each(DATABASES)('public API on %s', (db) => {
         'Reads 800 ppm on an open roof',
       ]);
       expect(flags[0]!.reporter).not.toContain('127.0.0.1');
+    });
+
+    it('keeps the reporter as a hash keyed with the installation’s secret: stable here, not the plain hash', async () => {
+      const report = (reason: string) =>
+        t.http.post(`/api/public/sensors/${sensorId('co2')}/report`, { reason });
+      expect((await report('first')).status).toBe(202);
+      expect((await report('second')).status).toBe(202);
+      const flags = await t.cloud.services.publicApi.flags({ all: true });
+      const mine = flags.filter((f) => f.reason === 'first' || f.reason === 'second');
+      expect(mine).toHaveLength(2);
+      // One address, one reporter: an operator sees the same sender twice.
+      expect(mine[0]!.reporter).toBe(mine[1]!.reporter);
+      expect(mine[0]!.reporter).toMatch(/^[0-9a-f]{16}$/);
+      // Not a hash anyone can compute from the address alone.
+      const { db } = t.cloud.services;
+      const key = (
+        await db
+          .selectFrom('installation_secrets')
+          .select('value')
+          .where('name', '=', 'flag_reporter')
+          .executeTakeFirstOrThrow()
+      ).value;
+      expect(key).toMatch(/^[0-9a-f]{64}$/);
+      for (const address of ['127.0.0.1', '::1', '::ffff:127.0.0.1']) {
+        const plain = createHash('sha256').update(`public-flag:${address}`).digest('hex').slice(0, 16);
+        expect(mine[0]!.reporter).not.toBe(plain);
+      }
+      const keyed = ['127.0.0.1', '::1', '::ffff:127.0.0.1'].map((address) =>
+        createHmac('sha256', key).update(address).digest('hex').slice(0, 16),
+      );
+      expect(keyed).toContain(mine[0]!.reporter);
     });
 
     it.each([

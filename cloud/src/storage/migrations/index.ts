@@ -16,6 +16,7 @@ import { integrationModel } from './0014_integration_model.ts';
 import { cluster } from './0015_cluster.ts';
 import { signInBrowser } from './0016_sign_in_browser.ts';
 import { reportRecipients } from './0017_report_recipients.ts';
+import { installationSecret } from './0018_installation_secret.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
@@ -41,4 +42,5 @@ export const MIGRATIONS: readonly Migration[] = [
   cluster,
   signInBrowser,
   reportRecipients,
+  installationSecret,
 ];
