@@ -14,6 +14,16 @@ export function auditView(a: Tables['audit_log']) {
     kind: a.kind,
     by: a.actor,
     target: a.target,
-    details: a.kind.startsWith('alert_rule.') ? withMaskedRules(details) : details,
+    details: holdsRules(a) ? withMaskedRules(details) : details,
   };
+}
+
+/** An entry's details as JSON text, as `auditView` shows them: stored text unless it holds a rule. */
+export function auditDetailsJson(a: Tables['audit_log']): string {
+  return holdsRules(a) ? JSON.stringify(withMaskedRules(JSON.parse(a.details))) : a.details;
+}
+
+/** Alert rule entries hold the rule before and after, chat URLs included. */
+function holdsRules(a: Tables['audit_log']): boolean {
+  return a.kind.startsWith('alert_rule.');
 }

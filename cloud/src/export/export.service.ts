@@ -2,7 +2,7 @@ import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ZipArchive } from 'archiver';
 import { formatMicros, formatSeconds, formatSecondsOrNull } from '../../../shared/time.ts';
-import { auditView } from '../audit/audit.view.ts';
+import { auditDetailsJson } from '../audit/audit.view.ts';
 import type { Clock } from '../clock.ts';
 import type { DeviceMovesService } from '../devices/moves.service.ts';
 import type { MeasurementsRepository } from '../measurements/measurements.repository.ts';
@@ -232,9 +232,6 @@ export class ExportService {
     );
     // The details as the audit API shows them (an alert rule's chat URLs masked).
     for await (const page of rows)
-      yield page.map((a) => {
-        const { details } = auditView(a);
-        return [a.id, formatSeconds(a.ts), a.kind, a.actor, a.target, JSON.stringify(details)];
-      });
+      yield page.map((a) => [a.id, formatSeconds(a.ts), a.kind, a.actor, a.target, auditDetailsJson(a)]);
   }
 }

@@ -1,3 +1,4 @@
+import { api } from '../api.ts';
 import type { Device } from '../types.ts';
 import { CopyValue } from './ui.tsx';
 
@@ -9,6 +10,11 @@ export interface Model {
   vendor: string;
   ingest_url_kind: string;
   identify: boolean;
+}
+
+/** The supported models (`GET /models`). */
+export async function loadModels(): Promise<Model[]> {
+  return (await api.get<{ data: Model[] }>('/models')).data;
 }
 
 /** A device's model as a person reads it: its name from `GET /models`, else its id. */

@@ -4,8 +4,8 @@ import { api, ApiError, seg } from '../api.ts';
 import {
   DeviceCredentials,
   INGEST_KINDS,
+  loadModels,
   type IssuedDevice,
-  type Model,
 } from '../components/device-setup.tsx';
 import { ErrorBox, Field, Loading } from '../components/ui.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
@@ -28,14 +28,7 @@ export function DeviceNew() {
   const { params } = useRoute();
   const siteId = params.id ?? '';
   const { me } = useSession();
-  const loaded = useLoad(
-    () =>
-      Promise.all([
-        api.get<Site>(`/sites/${seg(siteId)}`),
-        api.get<{ data: Model[] }>('/models').then((r) => r.data),
-      ]),
-    [siteId],
-  );
+  const loaded = useLoad(() => Promise.all([api.get<Site>(`/sites/${seg(siteId)}`), loadModels()]), [siteId]);
   const [model, setModel] = useState('');
   const [localId, setLocalId] = useState('');
   const [name, setName] = useState('');

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { useLocation, useRoute } from 'preact-iso';
 import { all, api, ApiError, seg } from '../api.ts';
 import { ShareOnMap } from './device-public.tsx';
-import { DeviceCredentials, type IssuedDevice, type Model } from '../components/device-setup.tsx';
+import { DeviceCredentials, loadModels, type IssuedDevice, type Model } from '../components/device-setup.tsx';
 import { Confirm } from '../components/confirm.tsx';
 import { DeleteSection } from '../components/delete-section.tsx';
 import { LiveStatus } from '../components/live-status.tsx';
@@ -19,7 +19,7 @@ async function loadDevice(id: string) {
     api.get<Device>(`/devices/${seg(id)}`),
     api.get<{ data: Sensor[] }>(`/devices/${seg(id)}/sensors`).then((r) => r.data),
     all<Site>('/sites'),
-    api.get<{ data: Model[] }>('/models').then((r) => r.data),
+    loadModels(),
   ]);
   return { device, sensors, sites, models };
 }

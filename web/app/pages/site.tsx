@@ -8,14 +8,14 @@ import { useLoad, useTitle } from '../hooks.ts';
 import { useLive, useLiveCopies, useNow } from '../live.ts';
 import { HEALTH_KINDS, sensorName, verticalLabel } from '../site-helpers.ts';
 import { deviceName, formatValue, type Device, type Sensor, type Site } from '../types.ts';
-import { modelName, type Model } from '../components/device-setup.tsx';
+import { loadModels, modelName } from '../components/device-setup.tsx';
 import { TimeZoneSelect } from './site-new.tsx';
 
 async function loadSite(id: string) {
   const [site, devices, models] = await Promise.all([
     api.get<Site>(`/sites/${seg(id)}`),
     all<Device>(`/devices?site_id=${seg(id)}`),
-    api.get<{ data: Model[] }>('/models').then((r) => r.data),
+    loadModels(),
   ]);
   const sensors = (
     await Promise.all(
