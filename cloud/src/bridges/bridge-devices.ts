@@ -3,10 +3,11 @@ import type { Clock } from '../clock.ts';
 import { AUTO_LOCAL_ID, autoCreateDevice, DeviceCache, devicePrincipal } from '../devices/auto-create.ts';
 import type { DeviceRow, DevicesRepository } from '../devices/devices.repository.ts';
 import { findModel } from '../devices/models.ts';
-import { InvalidRequest } from '../errors.ts';
+import { Forbidden, InvalidRequest } from '../errors.ts';
 import type { DevicePrincipal } from '../http/context.ts';
 import type { RateLimiter } from '../limits/rate-limiter.ts';
 import type { Logger } from '../logger.ts';
+import type { SitesRepository } from '../sites/sites.repository.ts';
 import type { Db } from '../storage/database.ts';
 
 /** The bridge a connection authenticated as (its certificate's row). */
@@ -36,6 +37,7 @@ export class BridgeDevices {
       db: Db;
       clock: Clock;
       devices: DevicesRepository;
+      sites: Pick<SitesRepository, 'hold'>;
       audit: AuditRepository;
       rateLimiter: RateLimiter;
       log: Logger;
@@ -90,6 +92,7 @@ export class BridgeDevices {
       model,
       by: bridge.bridgeId,
       via: 'mqtt',
+      siteGone: () => new Forbidden('forbidden', "the bridge's site was deleted"),
     });
     if (!created) return row;
     log.info(

@@ -1,9 +1,10 @@
 import { newId } from '../../../shared/ids.ts';
 import type { AuditRepository } from '../audit/audit.repository.ts';
 import type { Clock } from '../clock.ts';
-import { RateLimited } from '../errors.ts';
+import { RateLimited, type ApiError } from '../errors.ts';
 import type { DevicePrincipal } from '../http/context.ts';
 import type { RateLimiter } from '../limits/rate-limiter.ts';
+import type { SitesRepository } from '../sites/sites.repository.ts';
 import { isUniqueViolation, type Db } from '../storage/database.ts';
 import type { DeviceRow, DevicesRepository } from './devices.repository.ts';
 
@@ -103,6 +104,7 @@ export interface AutoCreateDeps {
   db: Db;
   clock: Clock;
   devices: DevicesRepository;
+  sites: Pick<SitesRepository, 'hold'>;
   audit: AuditRepository;
   rateLimiter: Pick<RateLimiter, 'hit'>;
 }
@@ -123,8 +125,8 @@ export interface AutoCreateInput {
   by: string;
   /** The channel the device was first heard on, for the audit entry (`mqtt`, `chirpstack`, ...). */
   via: string;
-  /** Runs first in the transaction; throws to refuse (e.g. when the site was deleted meanwhile). */
-  check?: (trx: Db) => Promise<void>;
+  /** The refusal when the site was deleted since the sender was authenticated. */
+  siteGone: () => ApiError;
 }
 
 /**
@@ -147,7 +149,8 @@ export async function autoCreateDevice(
   const row = newDeviceRow({ ...input, tokenHash: null, now });
   try {
     await db.transaction().execute(async (trx) => {
-      await input.check?.(trx);
+      // Held, not only read: a concurrent site delete then sees this device and refuses.
+      if (!(await deps.sites.hold(trx, input.accountId, input.siteId))) throw input.siteGone();
       await insertDevice(trx, deps, row, input.by, input.via);
     });
   } catch (err) {

@@ -66,7 +66,7 @@ export class DevicesService {
     });
     try {
       await db.transaction().execute(async (trx) => {
-        if (!(await sites.find(trx, by.accountId, input.site_id))) throw notFound('site');
+        if (!(await sites.hold(trx, by.accountId, input.site_id))) throw notFound('site');
         requireModel(input.model);
         if (await devices.findByLocalId(trx, input.site_id, input.local_id)) throw localIdTaken();
         await insertDevice(trx, this.deps, row, by.userId);

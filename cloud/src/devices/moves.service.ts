@@ -87,7 +87,7 @@ export class DeviceMovesService {
       const moved = await db.transaction().execute(async (trx) => {
         const device = await devices.find(trx, by.accountId, deviceId);
         if (!device) throw notFound('device');
-        if (!(await sites.find(trx, by.accountId, input.to_site_id))) throw notFound('site');
+        if (!(await sites.hold(trx, by.accountId, input.to_site_id))) throw notFound('site');
         const history = await moves.forDevices(trx, [deviceId]);
         const latest = history[history.length - 1];
         // The site after every recorded move (a pending one included) is where this move starts.

@@ -62,7 +62,7 @@ export class IntegrationDevices {
   }
 
   private async create(integration: IntegrationRow, localId: string, model: string): Promise<DeviceRow> {
-    const { sites, log } = this.deps;
+    const { log } = this.deps;
     if (!AUTO_LOCAL_ID.test(localId)) {
       throw new InvalidRequest(
         'invalid_request',
@@ -83,11 +83,7 @@ export class IntegrationDevices {
       by: integration.id,
       via: integration.kind,
       // The site may have been deleted since the token was last looked up: its token is dead.
-      check: async (trx) => {
-        if (!(await sites.find(trx, integration.account_id, integration.site_id))) {
-          throw new Unauthenticated('token_invalid', "the integration's site was deleted");
-        }
-      },
+      siteGone: () => new Unauthenticated('token_invalid', "the integration's site was deleted"),
     });
     if (!created) return row;
     log.info(

@@ -52,6 +52,7 @@ export function buildMqtt(deps: {
       db,
       clock,
       devices: devicesRepository,
+      sites,
       audit,
       rateLimiter,
       log: log.child({ module: 'mqtt' }),

@@ -19,6 +19,22 @@ export class SitesRepository {
       .executeTakeFirst();
   }
 
+  /**
+   * `find` for a transaction that puts something on the site (a device, a move into it): the row is
+   * also locked until the transaction ends, so a concurrent delete, which locks it first, either
+   * waits and then sees what was put there, or has committed and this answers undefined.
+   */
+  async hold(db: Db, accountId: string, id: string): Promise<SiteRow | undefined> {
+    return db
+      .updateTable('sites')
+      .set((eb) => ({ deleted_at: eb.ref('deleted_at') }))
+      .where('id', '=', id)
+      .where('account_id', '=', accountId)
+      .where('deleted_at', 'is', null)
+      .returningAll()
+      .executeTakeFirst();
+  }
+
   async list(db: Db, accountId: string, page: PageRequest): Promise<SiteRow[]> {
     const q = db
       .selectFrom('sites')
@@ -59,8 +75,18 @@ export class SitesRepository {
     return row?.at === null || row?.at === undefined ? undefined : Number(row.at);
   }
 
-  /** Soft delete: measurements of its former devices stay readable until retention removes them. */
-  async delete(db: Db, id: string, now: number): Promise<void> {
-    await db.updateTable('sites').set({ deleted_at: now }).where('id', '=', id).execute();
+  /**
+   * Soft delete: measurements of its former devices stay readable until retention removes them. Call
+   * it before checking that the site is empty, in the same transaction: the row lock it takes makes
+   * a `hold` in flight finish first. False when the site was already deleted.
+   */
+  async delete(db: Db, id: string, now: number): Promise<boolean> {
+    const result = await db
+      .updateTable('sites')
+      .set({ deleted_at: now })
+      .where('id', '=', id)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
   }
 }

@@ -137,6 +137,9 @@ export function siteRoutes(s: SiteRoutesDeps): RouteDef[] {
         const user = userOf(req.ctx);
         const site = await load(user.accountId, param(req, 'site_id'));
         await db.transaction().execute(async (trx) => {
+          // The delete's row lock comes first: a device or move committing meanwhile is seen below.
+          const now = clock.nowMicros();
+          if (!(await sites.delete(trx, site.id, now))) throw notFound('site');
           if ((await sites.countLiveDevices(trx, site.id)) > 0) {
             throw new Conflict('site_not_empty', 'the site still has devices; delete or move them first');
           }
@@ -147,8 +150,6 @@ export function siteRoutes(s: SiteRoutesDeps): RouteDef[] {
               `a device is scheduled to move to this site (at ${formatSeconds(arrival)}); delete the site once it has moved and left again`,
             );
           }
-          const now = clock.nowMicros();
-          await sites.delete(trx, site.id, now);
           await audit.record(trx, {
             accountId: user.accountId,
             kind: 'site.deleted',

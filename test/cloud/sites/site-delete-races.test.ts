@@ -1,0 +1,149 @@
+import { afterEach, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
+import { DATABASES } from '../../helpers/databases.ts';
+import { eventually } from '../../helpers/eventually.ts';
+import { createDevice, createSite } from '../../helpers/fixtures.ts';
+import type { Answer as HttpAnswer } from '../../helpers/http.ts';
+
+/**
+ * A site delete and a write that puts something on the site (a new device, a device created by an
+ * integration, a move into it), committed at the same moment on PostgreSQL. Each checked only what it
+ * read before the other committed: the delete found the site empty, the write found the site live,
+ * and the device ended up in a deleted site. The test holds the account's audit chain head (every
+ * such write's last step), so the write is inside its transaction, past its check of the site, when
+ * the delete starts; it lets both go once both wait.
+ */
+// Registered where PostgreSQL is (TEST_DATABASE_URL; CI always sets it). SQLite has one writer.
+if (DATABASES.includes('postgres'))
+  describe('site delete racing a write onto the site, on PostgreSQL', () => {
+    let t: TestCloud;
+    let user: SignedIn;
+    let holder: pg.Client | undefined;
+    afterEach(async () => {
+      await holder?.end();
+      holder = undefined;
+      await t?.stop();
+    });
+
+    async function start(): Promise<{ kitchen: string; cellar: string }> {
+      t = await startTestCloud({ db: 'postgres' });
+      user = await signUp(t, 'racer@example.com');
+      return {
+        kitchen: (await createSite(t, user.token, { name: 'Kitchen' })).id,
+        cellar: (await createSite(t, user.token, { name: 'Cellar' })).id,
+      };
+    }
+
+    /** Holds the account's audit chain head in a transaction of the test's own; answers its pid. */
+    async function holdAudit(): Promise<number> {
+      holder = new pg.Client({
+        connectionString: t.database.url,
+        options: `-c search_path=${t.database.schema}`,
+      });
+      await holder.connect();
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM audit_chain_heads WHERE account_id = $1 FOR UPDATE', [
+        user.accountId,
+      ]);
+      const { rows } = await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      return rows[0]!.pid;
+    }
+
+    /** Resolves once `n` sessions wait on the holder, directly or behind one that does. */
+    async function waitingBehind(pid: number, n: number): Promise<void> {
+      await eventually(async () => {
+        const { rows } = await holder!.query<{ n: number }>(
+          `WITH RECURSIVE w AS (
+             SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))
+             UNION SELECT a.pid FROM pg_stat_activity a JOIN w ON w.pid = ANY(pg_blocking_pids(a.pid))
+           ) SELECT count(*)::int AS n FROM w`,
+          [pid],
+        );
+        return rows[0]!.n === n;
+      }, `${n} sessions to wait behind the audit head`);
+    }
+
+    /** Runs `write` and a delete of `siteId` as described above; answers both answers. */
+    async function race(
+      siteId: string,
+      write: () => Promise<HttpAnswer>,
+    ): Promise<{ written: HttpAnswer; deleted: HttpAnswer }> {
+      const pid = await holdAudit();
+      const written = write();
+      await waitingBehind(pid, 1);
+      const deleted = t.http.delete(`/v1/sites/${siteId}`, { token: user.token });
+      await waitingBehind(pid, 2);
+      await holder!.query('COMMIT');
+      return { written: await written, deleted: await deleted };
+    }
+
+    async function devicesIn(siteId: string): Promise<string[]> {
+      const listed = await t.http.get(`/v1/devices?site_id=${siteId}`, { token: user.token });
+      expect(listed.status).toBe(200);
+      return listed.json.data.map((d: { local_id: string }) => d.local_id);
+    }
+
+    it('a device created meanwhile keeps the site', async () => {
+      const { cellar } = await start();
+      const { written, deleted } = await race(cellar, () =>
+        t.http.post(
+          '/v1/devices',
+          { site_id: cellar, local_id: 'fridge-9', name: 'Fridge', model: 'http-generic' },
+          { token: user.token },
+        ),
+      );
+      expect(written.status).toBe(201);
+      expect([deleted.status, deleted.json.error.code]).toEqual([409, 'site_not_empty']);
+      expect(await devicesIn(cellar)).toEqual(['fridge-9']);
+    });
+
+    it('a move into the site meanwhile keeps the site', async () => {
+      const { kitchen, cellar } = await start();
+      const device = await createDevice(t, user.token, kitchen, { local_id: 'fridge-1' });
+      const later = new Date(Date.now() + 3_600_000).toISOString();
+      const { written, deleted } = await race(cellar, () =>
+        t.http.post(
+          `/v1/devices/${device.id}/move`,
+          { to_site_id: cellar, effective_at: later },
+          { token: user.token },
+        ),
+      );
+      expect(written.status).toBe(200);
+      expect([deleted.status, deleted.json.error.code]).toEqual([409, 'site_not_empty']);
+      expect((await t.http.get(`/v1/sites/${cellar}`, { token: user.token })).status).toBe(200);
+    });
+
+    it('a device an integration creates meanwhile keeps the site', async () => {
+      const { cellar } = await start();
+      const integration = await t.http.post(
+        '/v1/integrations',
+        { site_id: cellar, kind: 'shelly', name: 'Hall', model: 'shelly-ht-gen3' },
+        { token: user.token },
+      );
+      expect(integration.status).toBe(201);
+      const { written, deleted } = await race(cellar, () =>
+        t.http.get(`/v1/ingest/shelly?token=${integration.json.token}&device=hall&temp=21.5`),
+      );
+      expect(written.status).toBe(200);
+      expect([deleted.status, deleted.json.error.code]).toEqual([409, 'site_not_empty']);
+      expect(await devicesIn(cellar)).toEqual(['hall']);
+    });
+
+    it('a write that comes second finds the site gone', async () => {
+      const { cellar } = await start();
+      const pid = await holdAudit();
+      const deleted = t.http.delete(`/v1/sites/${cellar}`, { token: user.token });
+      await waitingBehind(pid, 1);
+      const written = t.http.post(
+        '/v1/devices',
+        { site_id: cellar, local_id: 'fridge-9', name: 'Fridge', model: 'http-generic' },
+        { token: user.token },
+      );
+      await waitingBehind(pid, 2);
+      await holder!.query('COMMIT');
+      expect((await deleted).status).toBe(204);
+      const refused = await written;
+      expect([refused.status, refused.json.error.code]).toEqual([404, 'site_not_found']);
+    });
+  });
