@@ -124,6 +124,19 @@ describe.each(DATABASES)('MQTT bridge on %s', (db) => {
       expect(await devicesOf(other)).toEqual([expect.objectContaining({ local_id: 'fridge-1' })]);
     });
 
+    it("creates no device once the bridge's site is deleted (PUBACK 0x87)", async () => {
+      const c = await connect();
+      expect((await t.http.delete(`/v1/sites/${siteId}`, { token: user.token })).status).toBe(204);
+      const refused = await publish(c, `${root()}/fridge-1`, {
+        measurements: [{ type: 'temperature', value: 3 }],
+      });
+      expect([refused.reasonCode, refused.reasonString]).toEqual([
+        0x87,
+        "forbidden: the bridge's site was deleted",
+      ]);
+      expect((await t.http.get('/v1/devices?account_id=me', { token: user.token })).json.data).toEqual([]);
+    });
+
     it(`creates at most ${AUTO_CREATE_PER_HOUR} devices an hour; the next new one is PUBACK 0x97, known ones still store`, async () => {
       const c = await connect();
       const m = { measurements: [{ type: 'temperature', value: 3 }] };
