@@ -99,6 +99,7 @@ const EnvSchema = z.object({
   INGEST_MAX_PENDING: positiveInt.default(10_000),
   HTTP_MAX_CONNECTIONS: positiveInt.default(10_000),
   HTTP_MAX_PIPELINED: positiveInt.default(4096),
+  LIVE_MAX_STREAMS: positiveInt.default(1000),
   INGEST_MAX_WAIT_MS: positiveInt.default(2000),
   INGEST_WRITERS: positiveInt.pipe(z.number().max(8)).default(4),
   SHUTDOWN_DRAIN_MS: wholeNumber.pipe(z.number().max(600_000)).default(5000),
@@ -193,6 +194,13 @@ export interface Config {
    * bringing one more past twice it closes its connection).
    */
   readonly httpLimits: { readonly maxConnections: number; readonly maxPipelined: number };
+  /**
+   * LIVE_MAX_STREAMS: the dashboard's event streams one process holds, of all accounts together
+   * (past it 503 `overloaded`; the dashboard tries again). Each may hold up to 1 MiB its client has
+   * not read, so this bounds that memory; the per-account bound alone would not, accounts being
+   * free to make.
+   */
+  readonly liveMaxStreams: number;
   readonly webhookAllowPrivate: boolean;
   /**
    * TRUST_PROXY: which proxies in front of the cloud may name the client (`X-Forwarded-For`): a hop
@@ -285,6 +293,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     ingestAdmission: Object.freeze({ maxPending: e.INGEST_MAX_PENDING, maxWaitMs: e.INGEST_MAX_WAIT_MS }),
     ingestWriters: e.INGEST_WRITERS,
     httpLimits: Object.freeze({ maxConnections: e.HTTP_MAX_CONNECTIONS, maxPipelined: e.HTTP_MAX_PIPELINED }),
+    liveMaxStreams: e.LIVE_MAX_STREAMS,
     webhookAllowPrivate: e.WEBHOOK_ALLOW_PRIVATE,
     trustProxy: e.TRUST_PROXY ?? null,
     logLevel: e.LOG_LEVEL,

@@ -52,6 +52,7 @@ describe('loadConfig', () => {
       ingestAdmission: { maxPending: 10_000, maxWaitMs: 2000 },
       ingestWriters: 4,
       httpLimits: { maxConnections: 10_000, maxPipelined: 4096 },
+      liveMaxStreams: 1000,
       rateLimitMode: 'enforce',
       rateLimits: { mgmtPerMin: 600, ingestPerMin: 60, readPerMin: 120, reportPerMin: 4, publicPerMin: 600 },
       webhookAllowPrivate: false,
@@ -97,6 +98,7 @@ describe('loadConfig', () => {
       INGEST_WRITERS: '2',
       HTTP_MAX_CONNECTIONS: '2000',
       HTTP_MAX_PIPELINED: '512',
+      LIVE_MAX_STREAMS: '50',
       METRICS_ALLOW: '10.1.0.0/16, 127.0.0.1',
       METRICS_TOKEN: 'scrape-token-0123456789',
       MQTT_HOST: '0.0.0.0',
@@ -140,6 +142,7 @@ describe('loadConfig', () => {
       ingestAdmission: { maxPending: 500, maxWaitMs: 750 },
       ingestWriters: 2,
       httpLimits: { maxConnections: 2000, maxPipelined: 512 },
+      liveMaxStreams: 50,
       rateLimitMode: 'warn',
       rateLimits: { mgmtPerMin: 5, ingestPerMin: 6, readPerMin: 7, reportPerMin: 8, publicPerMin: 9 },
       webhookAllowPrivate: true,
@@ -207,6 +210,7 @@ describe('loadConfig', () => {
     ['INGEST_WRITERS', '9'],
     ['HTTP_MAX_CONNECTIONS', '0'],
     ['HTTP_MAX_PIPELINED', '-1'],
+    ['LIVE_MAX_STREAMS', '0'],
     ['LOG_LEVEL', 'verbose'],
   ])('refuses %s=%s with a one-line message naming the variable', (name, value) => {
     const err = configError({ [name]: value });

@@ -1,6 +1,7 @@
 import type { AlertEngine } from '../alert-rules/alert-engine.ts';
 import type { AuthService } from '../auth/auth.service.ts';
 import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
 import type { DevicesService } from '../devices/devices.service.ts';
 import type { EventsService } from '../events/events.service.ts';
 import type { NotificationHub } from '../hub/notification-hub.ts';
@@ -22,6 +23,7 @@ import { LiveStreams } from './live.stream.ts';
 export function buildLive(deps: {
   db: Db;
   clock: Clock;
+  config: Pick<Config, 'liveMaxStreams'>;
   log: Logger;
   hub: NotificationHub;
   ingest: Ingest;
@@ -37,6 +39,7 @@ export function buildLive(deps: {
   const {
     db,
     clock,
+    config,
     hub,
     ingest,
     rules,
@@ -66,6 +69,7 @@ export function buildLive(deps: {
     publicSettings: (ids) => publicApi.settingsOf(ids),
     sessionEnd: (sessionId) => authService.liveSessionEnd(sessionId),
     nowMicros: () => clock.nowMicros(),
+    maxStreams: config.liveMaxStreams,
   });
   return { liveUpdates, liveStreams };
 }

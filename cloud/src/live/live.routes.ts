@@ -19,7 +19,7 @@ export function liveRoutes(s: LiveRoutesDeps): RouteDef[] {
       family: null,
       summary: "Server-Sent Events: the account's sensor, alarm and device changes as they happen",
       success: { status: 200, description: 'text/event-stream, open until the session ends' },
-      errors: ['rate_limited'],
+      errors: ['rate_limited', 'overloaded'],
       handler: async (req, res) => {
         const principal = userOf(req.ctx);
         if (principal.kind !== 'session') throw new Error('the stream route takes a session only');

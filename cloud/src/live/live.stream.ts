@@ -18,8 +18,11 @@ export const HEARTBEAT_MS = 25_000;
 export const MAX_STREAMS_PER_ACCOUNT = 20;
 /** Changes arriving within this long are sent together (one read per kind). */
 const FLUSH_DELAY_MS = 50;
-/** What a client may leave unread before its stream is closed (it reconnects and refetches). */
-const MAX_BUFFERED_BYTES = 1 << 20;
+/**
+ * What a client may leave unread before its stream is closed (it reconnects and refetches); with
+ * LIVE_MAX_STREAMS it bounds what the streams of a process hold.
+ */
+export const MAX_BUFFERED_BYTES = 1 << 20;
 /** The reconnection delay `EventSource` is told to use. */
 const RETRY_MS = 5000;
 
@@ -36,12 +39,15 @@ export interface LiveStreamsDeps {
   /** When the session ends at the latest, or null once it has (`AuthService.liveSessionEnd`). */
   sessionEnd: (sessionId: string) => Promise<number | null>;
   nowMicros: () => number;
+  /** Streams of all accounts together (LIVE_MAX_STREAMS); one more is 503 `overloaded`. */
+  maxStreams: number;
 }
 
 /**
  * The dashboard's open event streams (`GET /app/api/stream`, docs/api/dashboard.md): at most
- * MAX_STREAMS_PER_ACCOUNT per account, a heartbeat for all of them, each closed when its session
- * ends (sign-out at once, expiry at the next heartbeat) and all closed when the cloud stops.
+ * MAX_STREAMS_PER_ACCOUNT per account and `maxStreams` in all, a heartbeat for all of them, each
+ * closed when its session ends (sign-out at once, expiry at the next heartbeat) and all closed when
+ * the cloud stops.
  */
 export class LiveStreams {
   private readonly streams = new Set<LiveStream>();
@@ -68,8 +74,9 @@ export class LiveStreams {
     stream.start();
   }
 
-  /** The account's open streams; 429 when it has its bound already. */
+  /** The account's open streams; 429 when it has its bound already, 503 when the process has. */
   private refuseOverBound(accountId: string): number {
+    if (this.streams.size >= this.deps.maxStreams) throw streamsFull();
     const count = this.perAccount.get(accountId) ?? 0;
     if (count >= MAX_STREAMS_PER_ACCOUNT) {
       throw new RateLimited(
@@ -270,6 +277,17 @@ class LiveStream {
     }
     this.res.write(chunk);
   }
+}
+
+/** The answer when the process holds `maxStreams`: not the client's doing, so 503, not 429. */
+function streamsFull(): ApiError {
+  return new ApiError(
+    503,
+    'overloaded',
+    'the service holds as many live streams as it can; the dashboard tries again',
+    undefined,
+    { 'Retry-After': String(Math.ceil(HEARTBEAT_MS / 1000)) },
+  );
 }
 
 /** The value, or null when it is 404 now (deleted since the change was published). */

@@ -192,4 +192,20 @@ describe.each(DATABASES)('the dashboard stream on %s', (db) => {
     expect((await stream(w.user)).status).toBe(200);
     // stopping the cloud ends the streams still open (afterEach would hang otherwise)
   });
+
+  it('bounds the streams of all accounts together (LIVE_MAX_STREAMS): past it 503, the process is full', async () => {
+    w = await rulesWorld(db, { env: { LIVE_MAX_STREAMS: '3' } });
+    const others = [await signUp(w.t, 'b@example.com'), await signUp(w.t, 'c@example.com')];
+    const open = [await stream(w.user), await stream(others[0]!), await stream(others[1]!)];
+    for (const s of open) await s.waitFor('ready');
+    const late = await signUp(w.t, 'late@example.com');
+    const refused = await stream(late);
+    expect([refused.status, JSON.parse(refused.text).error.code]).toEqual([503, 'overloaded']);
+    expect(refused.headers.get('retry-after')).toBe('25');
+    open[1]!.close();
+    await eventually(() => w.t.cloud.services.liveStreams.count() < 3, 'a closed stream to be forgotten');
+    const admitted = await stream(late);
+    expect(admitted.status).toBe(200);
+    await admitted.waitFor('ready');
+  });
 });
