@@ -77,6 +77,8 @@ describe('npm run demo', () => {
     await page.locator('.live-status.live-live').waitFor();
     expect(await axeViolations(page)).toEqual([]);
     await screenshot(page, 'demo-overview');
+    // A newcomer's terminal shows the readings, not the cloud's or the gateway's warnings.
+    expect(output.split('\n').filter((line) => /^\{"level":(40|50|60)\b/.test(line))).toEqual([]);
 
     const phone = await newContext(browser, url.origin, 'phone');
     await phone.addCookies(await context.cookies());

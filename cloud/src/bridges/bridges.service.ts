@@ -55,8 +55,8 @@ export class BridgesService {
       revoked_at: null,
     };
     await db.transaction().execute(async (trx) => {
-      // Checked again inside the transaction: the site may have been deleted meanwhile.
-      if (!(await sites.find(trx, by.accountId, input.site_id))) throw notFound('site');
+      // Held inside the transaction: the site may be deleted meanwhile (SitesRepository.hold).
+      if (!(await sites.hold(trx, by.accountId, input.site_id))) throw notFound('site');
       await bridges.insert(trx, row);
       await audit.record(trx, {
         accountId: by.accountId,

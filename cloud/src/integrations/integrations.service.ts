@@ -119,7 +119,7 @@ export class IntegrationsService {
       deleted_at: null,
     };
     await db.transaction().execute(async (trx) => {
-      if (!(await sites.find(trx, by.accountId, input.site_id))) throw notFound('site');
+      if (!(await sites.hold(trx, by.accountId, input.site_id))) throw notFound('site');
       if (input.model !== undefined) requireModelFor(input.kind, input.model);
       await integrations.insert(trx, row);
       await audit.record(trx, {

@@ -131,7 +131,7 @@ export class ReportSchedules {
     const now = clock.nowMicros();
     const recipients = distinctAddresses(input.recipients);
     return db.transaction().execute(async (trx) => {
-      const site = await sites.find(trx, by.accountId, input.site_id);
+      const site = await sites.hold(trx, by.accountId, input.site_id);
       if (!site) throw notFound('site');
       checkTemplateAndLanguage(input.template, input.language);
       const periodEnd = periodEndAfter(now, input.every, site.timezone);

@@ -44,9 +44,15 @@ export class SitesRepository {
     return keysetPage(q, 'created_at', 'id', 'asc', page).execute();
   }
 
-  async update(db: Db, id: string, patch: Partial<Pick<SiteRow, 'name' | 'timezone'>>): Promise<void> {
-    if (Object.keys(patch).length === 0) return;
-    await db.updateTable('sites').set(patch).where('id', '=', id).execute();
+  /** Changes a live site; false when it was deleted (meanwhile). An empty patch holds the row. */
+  async update(db: Db, id: string, patch: Partial<Pick<SiteRow, 'name' | 'timezone'>>): Promise<boolean> {
+    const result = await db
+      .updateTable('sites')
+      .set(Object.keys(patch).length === 0 ? (eb) => ({ deleted_at: eb.ref('deleted_at') }) : patch)
+      .where('id', '=', id)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
   }
 
   async countLiveDevices(db: Db, siteId: string): Promise<number> {

@@ -113,7 +113,7 @@ export function siteRoutes(s: SiteRoutesDeps): RouteDef[] {
         const body = parseInput(PatchSite, req.body, 'body');
         const changes = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined));
         await db.transaction().execute(async (trx) => {
-          await sites.update(trx, site.id, changes);
+          if (!(await sites.update(trx, site.id, changes))) throw notFound('site');
           await audit.record(trx, {
             accountId: user.accountId,
             kind: 'site.updated',
@@ -140,10 +140,13 @@ export function siteRoutes(s: SiteRoutesDeps): RouteDef[] {
           // The delete's row lock comes first: a device or move committing meanwhile is seen below.
           const now = clock.nowMicros();
           if (!(await sites.delete(trx, site.id, now))) throw notFound('site');
+          // Pending moves before devices: the job that applies a move takes no lock on the site, and
+          // each check reads what is committed when it starts (PostgreSQL), so a move applied
+          // between the two is seen by the second as a device, where the other order saw neither.
+          const arrival = await sites.firstPendingArrival(trx, site.id);
           if ((await sites.countLiveDevices(trx, site.id)) > 0) {
             throw new Conflict('site_not_empty', 'the site still has devices; delete or move them first');
           }
-          const arrival = await sites.firstPendingArrival(trx, site.id);
           if (arrival !== undefined) {
             throw new Conflict(
               'site_not_empty',

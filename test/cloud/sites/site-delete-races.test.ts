@@ -3,7 +3,7 @@ import pg from 'pg';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { eventually } from '../../helpers/eventually.ts';
-import { createDevice, createSite } from '../../helpers/fixtures.ts';
+import { auditOf, createDevice, createSite } from '../../helpers/fixtures.ts';
 import type { Answer as HttpAnswer } from '../../helpers/http.ts';
 
 /**
@@ -130,20 +130,62 @@ if (DATABASES.includes('postgres'))
       expect(await devicesIn(cellar)).toEqual(['hall']);
     });
 
-    it('a write that comes second finds the site gone', async () => {
+    /** Writes that name a site, each answering 404 `site_not_found` once the site is deleted. */
+    const writes: [string, (siteId: string) => Promise<HttpAnswer>][] = [
+      [
+        'a device',
+        (siteId) =>
+          t.http.post(
+            '/v1/devices',
+            { site_id: siteId, local_id: 'fridge-9', name: 'Fridge', model: 'http-generic' },
+            { token: user.token },
+          ),
+      ],
+      [
+        'an integration',
+        (siteId) =>
+          t.http.post(
+            '/v1/integrations',
+            { site_id: siteId, kind: 'chirpstack', name: 'LoRaWAN' },
+            { token: user.token },
+          ),
+      ],
+      [
+        'an MQTT bridge',
+        (siteId) => t.http.post('/v1/bridges', { site_id: siteId, name: 'Pi' }, { token: user.token }),
+      ],
+      [
+        'a report schedule',
+        (siteId) =>
+          t.http.post(
+            '/v1/report-schedules',
+            {
+              site_id: siteId,
+              template: 'haccp_monthly',
+              language: 'en',
+              every: 'month',
+              recipients: ['racer@example.com'],
+            },
+            { token: user.token },
+          ),
+      ],
+      ['a rename', (siteId) => t.http.patch(`/v1/sites/${siteId}`, { name: 'Store' }, { token: user.token })],
+      ['a second delete', (siteId) => t.http.delete(`/v1/sites/${siteId}`, { token: user.token })],
+    ];
+
+    it.each(writes)('%s that comes second finds the site gone', async (_, write) => {
       const { cellar } = await start();
       const pid = await holdAudit();
       const deleted = t.http.delete(`/v1/sites/${cellar}`, { token: user.token });
       await waitingBehind(pid, 1);
-      const written = t.http.post(
-        '/v1/devices',
-        { site_id: cellar, local_id: 'fridge-9', name: 'Fridge', model: 'http-generic' },
-        { token: user.token },
-      );
+      const written = write(cellar);
       await waitingBehind(pid, 2);
       await holder!.query('COMMIT');
       expect((await deleted).status).toBe(204);
       const refused = await written;
       expect([refused.status, refused.json.error.code]).toEqual([404, 'site_not_found']);
+      // The site's trail ends with its delete: nothing after it, no second delete, no rename.
+      expect((await auditOf(t, user.token, 'site.deleted')).length).toBe(1);
+      expect(await auditOf(t, user.token, 'site.updated')).toEqual([]);
     });
   });
