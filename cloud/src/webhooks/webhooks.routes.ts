@@ -51,7 +51,7 @@ export function webhookRoutes(s: WebhookRoutesDeps): RouteDef[] {
       summary: 'Register an outbound webhook; answers its signing secret once',
       requestBody: CreateWebhook,
       success: { status: 201, description: '{id, url, events, secret, created_at}' },
-      errors: ['invalid_request', 'invalid_webhook_url'],
+      errors: ['invalid_request', 'invalid_webhook_url', 'idempotency_secret_withheld'],
       handler: async (req) => {
         const body = parseInput(CreateWebhook, req.body, 'body');
         const row = await webhooks.create(userOf(req.ctx), body);
