@@ -234,7 +234,8 @@ export class AlertRulesService {
     if (
       input.site_id &&
       input.site_id !== before?.site_id &&
-      !(await sites.find(db, accountId, input.site_id))
+      // held: a rule for a site deleted meanwhile is 404, not a rule of a dead site
+      !(await sites.hold(db, accountId, input.site_id))
     )
       throw notFound('site');
     const channelIds = added(input.channel_ids ?? [], before?.channel_ids ?? []);

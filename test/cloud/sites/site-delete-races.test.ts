@@ -169,6 +169,20 @@ if (DATABASES.includes('postgres'))
             { token: user.token },
           ),
       ],
+      [
+        'an alert rule',
+        (siteId) =>
+          t.http.post(
+            '/v1/alert-rules',
+            {
+              name: 'All fridges',
+              site_id: siteId,
+              kind: 'temperature',
+              conditions: [{ type: 'above', value: 8, severity: 'critical' }],
+            },
+            { token: user.token },
+          ),
+      ],
       ['a rename', (siteId) => t.http.patch(`/v1/sites/${siteId}`, { name: 'Store' }, { token: user.token })],
       ['a second delete', (siteId) => t.http.delete(`/v1/sites/${siteId}`, { token: user.token })],
     ];
