@@ -59,7 +59,7 @@ export function newId(prefix: IdPrefix): string {
 
 /**
  * The prefixes of every secret the cloud issues (user, device and integration tokens, webhook signing
- * secrets, session cookies, report recipients' links): a value that starts with one is never logged.
+ * secrets, session cookies, report recipients' links): a value that holds one is never logged.
  */
 export const SECRET_PREFIXES = ['ua_live_', 'ds_live_', 'whk_', 'whsec_', 'oss_', 'rcp_'] as const;
 
