@@ -34,7 +34,11 @@ export interface DeviceInfo {
 }
 
 /** Why a reading was not accepted; a collector turns it into its protocol's refusal. */
-export type RefusalCode = 'invalid' | 'buffer_full' | 'buffer_error';
+/**
+ * `clock_unset`: the gateway's own clock reads before 2000 (a Pi that booted without a network and
+ * without a battery clock); every time it would stamp or judge would be wrong, so it accepts nothing.
+ */
+export type RefusalCode = 'invalid' | 'buffer_full' | 'buffer_error' | 'clock_unset';
 
 export class ReadingRefused extends Error {
   constructor(

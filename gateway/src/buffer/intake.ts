@@ -32,6 +32,8 @@ export class Intake implements ReadingSink {
 
   accept(reading: Reading): Promise<void> {
     const { device, measurements } = reading;
+    const now = this.deps.clock.nowMicros();
+    if (now < EARLIEST_TS_MICROS) return Promise.reject(clockUnset(now));
     if (!DEVICE_ID.test(device)) {
       return Promise.reject(
         new ReadingRefused('invalid', `device ${JSON.stringify(device)} is not a usable device id`),
@@ -40,7 +42,7 @@ export class Intake implements ReadingSink {
     if (measurements.length === 0) {
       return Promise.reject(new ReadingRefused('invalid', 'a reading needs at least one measurement'));
     }
-    const ts = this.timeOf(device, reading.ts);
+    const ts = this.timeOf(device, reading.ts, now);
     const wire = measurements.map((m) => {
       const w: { type: string; value: number; label?: string; unit?: string } = {
         type: m.kind,
@@ -64,6 +66,8 @@ export class Intake implements ReadingSink {
         new ReadingRefused('invalid', `device ${JSON.stringify(state.device)} is not usable`),
       );
     }
+    const now = this.deps.clock.nowMicros();
+    if (now < EARLIEST_TS_MICROS) return Promise.reject(clockUnset(now));
     const payload: Record<string, string> = { status: state.status };
     if (state.status === 'offline') payload.reason = state.reason ?? 'connection lost';
     payload.at = formatSeconds(state.at);
@@ -82,21 +86,22 @@ export class Intake implements ReadingSink {
         new ReadingRefused('invalid', `device ${JSON.stringify(info.device)} is not usable`),
       );
     }
+    const now = this.deps.clock.nowMicros();
+    if (now < EARLIEST_TS_MICROS) return Promise.reject(clockUnset(now));
     const payload: Record<string, string> = { model: info.model };
     if (info.fw_version) payload.fw_version = info.fw_version;
     const body = JSON.stringify(payload);
     if (this.lastInfo.get(info.device) === body) return Promise.resolve();
     this.lastInfo.set(info.device, body);
     return this.deps.queue
-      .append({ device: info.device, kind: 'info', ts: this.deps.clock.nowMicros(), body })
+      .append({ device: info.device, kind: 'info', ts: now, body })
       .catch((err: unknown) => {
         this.lastInfo.delete(info.device);
         throw err;
       });
   }
 
-  private timeOf(device: string, deviceTs: number | null): number {
-    const now = this.deps.clock.nowMicros();
+  private timeOf(device: string, deviceTs: number | null, now: number): number {
     if (deviceTs !== null) {
       if (deviceTs >= EARLIEST_TS_MICROS && deviceTs <= now + MAX_FUTURE_MICROS) return deviceTs;
       this.clockFallbacks++;
@@ -110,4 +115,11 @@ export class Intake implements ReadingSink {
     this.lastStamp.set(device, stamp);
     return stamp;
   }
+}
+
+function clockUnset(now: number): ReadingRefused {
+  return new ReadingRefused(
+    'clock_unset',
+    `the gateway's clock reads ${new Date(Math.floor(now / 1000)).toISOString()}, before 2000: it accepts readings once the clock is set (NTP, or a battery clock)`,
+  );
 }

@@ -137,7 +137,7 @@ export class ShellyHttpCollector implements Collector {
         return error(400, 'invalid_request', err.message);
       }
       counters.refused++;
-      log.warn({ device, code: err.code }, 'reading not accepted: buffer unavailable');
+      log.warn({ device, code: err.code, err: err.message }, 'reading not accepted');
       return { ...error(503, err.code, err.message), headers: { 'retry-after': '60' } };
     }
     this.seen.add(device);
