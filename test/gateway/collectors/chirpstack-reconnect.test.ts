@@ -3,9 +3,11 @@ import { Aedes } from 'aedes';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
+import { chirpstackUpJson } from '../../../hardware/emulators/lorawan-webhook.ts';
 import { ChirpstackCollector } from '../../../gateway/src/collectors/chirpstack/chirpstack.collector.ts';
 import { systemClock } from '../../../gateway/src/clock.ts';
 import { createLogger } from '../../../gateway/src/logger.ts';
+import { ReadingRefused, type Reading } from '../../../gateway/src/reading.ts';
 import { GatewayStatus } from '../../../gateway/src/status.ts';
 import { until } from '../helpers/gateway.ts';
 
@@ -89,5 +91,92 @@ describe('ChirpStack subscriber reconnects', () => {
     await until(() => arrivals.length === 6, 'the reconnect after the loss', 10_000);
     expect(arrivals[5]! - lost).toBeGreaterThanOrEqual(95);
     await until(() => counters.state === 'connected', 'connected again', 10_000);
+  });
+
+  it('takes an uplink the buffer refused again: the connection is dropped, and the broker sends it anew', async () => {
+    // An MQTT 3.1.1 broker sends an unacknowledged message again only on a new connection; kept
+    // open without a PUBACK, the uplink would never come back (and a full in-flight window would
+    // stop every later one).
+    const broker = await Aedes.createBroker();
+    const sockets = new Set<net.Socket>();
+    let connections = 0;
+    const server = net.createServer((socket) => {
+      connections++;
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      broker.handle(socket);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    cleanups.push(async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await new Promise<void>((resolve) => broker.close(() => resolve()));
+    });
+    const subscribed = new Promise<void>((resolve) =>
+      broker.on('subscribe', (subs) => {
+        if (subs.some((s) => s.topic.startsWith('application/'))) resolve();
+      }),
+    );
+
+    const status = new GatewayStatus();
+    const counters = status.collector('chirpstack');
+    let refusals = 2;
+    const accepted: Reading[] = [];
+    const collector = new ChirpstackCollector({
+      sink: {
+        accept: (reading) => {
+          if (refusals > 0) {
+            refusals--;
+            return Promise.reject(new ReadingRefused('buffer_full', 'the buffer holds its capacity'));
+          }
+          accepted.push(reading);
+          return Promise.resolve();
+        },
+        deviceInfo: () => Promise.resolve(),
+        deviceState: () => Promise.resolve(),
+      },
+      clock: systemClock,
+      log: createLogger('error', new Writable({ write: (_c, _e, done) => done() })),
+      counters,
+      gatewayId: 'gw-test',
+      random: () => 1,
+      config: {
+        enabled: true,
+        url: `mqtt://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        application_id: 'app-1',
+        encoding: 'auto',
+        reconnect_min_ms: 50,
+        reconnect_max_ms: 200,
+        devices: {},
+        default_decoder: 'none',
+      },
+    });
+    cleanups.push(() => collector.stop());
+    await collector.start(new AbortController().signal);
+    await subscribed;
+
+    const time = Date.UTC(2026, 10, 29, 12, 0, 0);
+    broker.publish(
+      {
+        cmd: 'publish',
+        topic: 'application/app-1/device/a84041000181c0de/event/up',
+        payload: Buffer.from(
+          chirpstackUpJson({
+            devEui: 'A84041000181C0DE',
+            time,
+            data: Buffer.from([1]),
+            object: { temperature: 4.5 },
+          }),
+        ),
+        qos: 1,
+        retain: false,
+        dup: false,
+      },
+      () => undefined,
+    );
+    await until(() => accepted.length === 1, 'the uplink accepted after two refusals', 10_000);
+    expect(accepted[0]).toMatchObject({ device: 'a84041000181c0de', ts: time * 1000 });
+    expect(counters.refused).toBe(2);
+    expect(connections).toBe(3);
   });
 });

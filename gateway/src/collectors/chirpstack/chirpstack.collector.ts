@@ -78,7 +78,13 @@ export class ChirpstackCollector implements Collector {
     client.handleMessage = (packet, callback) => {
       this.onUplink(packet.topic, Buffer.from(packet.payload)).then(
         () => callback(),
-        (err: unknown) => callback(err instanceof Error ? err : new Error(String(err))),
+        (err: unknown) => {
+          callback(err instanceof Error ? err : new Error(String(err)));
+          // No PUBACK: an MQTT 3.1.1 broker sends an unacknowledged message again only on a new
+          // connection, and stops sending at all once its in-flight window is full of them. The
+          // connection is dropped so that the reconnect (after the backoff) brings it back.
+          if (this.client === client) client.stream.destroy();
+        },
       );
     };
     client.on('connect', (connack) => {
