@@ -179,6 +179,29 @@ describe('uplink to the bridge', () => {
     expect(gw.logs.some((l) => l.msg === 'uplink down: reconnecting after backoff')).toBe(false);
   });
 
+  it('keeps a message refused as not authorised (PUBACK 0x87) and asks again less and less often', async () => {
+    // The cloud answers 0x87 when the topic root is not the bridge's or the bridge's site was
+    // deleted: nothing the gateway can change, so the reading stays buffered, and the reconnects
+    // back off as for a lost connection instead of every half second with a TLS handshake each.
+    const { gw, report } = await setUp({
+      refuse: (topic) =>
+        topic.endsWith('/shellyht-DENIED')
+          ? { code: 0x87, reason: "forbidden: the bridge's site was deleted" }
+          : null,
+    });
+    expect((await report('temp=1&id=shellyht-DENIED')).status).toBe(200);
+    const retries = () => gw.logs.filter((l) => l.msg === 'uplink down: reconnecting after backoff');
+    await until(() => retries().length >= 4, 'four reconnects after the refusal');
+    expect(
+      retries()
+        .map((l) => l.attempt)
+        .slice(0, 4),
+    ).toEqual([1, 2, 3, 4]);
+    const snapshot = gw.gateway.status.snapshot();
+    expect(snapshot.buffer.depth).toBe(1);
+    expect(snapshot.uplink.rejected).toBe(0);
+  });
+
   it('answers cmd/identify in the log, for a device it knows', async () => {
     const { bridge, gw, report } = await setUp();
     expect((await report('temp=1&id=shellyht-ID')).status).toBe(200);

@@ -39,6 +39,8 @@ interface Connection {
   inflight: number;
   /** Paused after a busy refusal: the timer of the resume, or `idle` once due but rows are still in flight. */
   holding: NodeJS.Timeout | 'idle' | null;
+  /** Dropped because the cloud refused a message on it (not authorised, topic invalid). */
+  refused: boolean;
 }
 
 /** Cancels a connection's pending resume (the connection is ending). */
@@ -131,12 +133,18 @@ export class Uplink {
       retain: true,
     };
     const client = connect(config.url, clientOptions(config, gatewayId, { will }));
-    const conn: Connection = { client, ready: false, cursor: 0, inflight: 0, holding: null };
+    const conn: Connection = {
+      client,
+      ready: false,
+      cursor: 0,
+      inflight: 0,
+      holding: null,
+      refused: false,
+    };
     this.conn = conn;
     client.on('connect', (connack) => {
       if (this.conn !== conn) return;
       conn.ready = true;
-      this.attempt = 0;
       status.uplink.connects++;
       status.setUplinkState('connected', undefined);
       this.log.info({ url: config.url, sessionPresent: connack.sessionPresent }, 'uplink connected');
@@ -181,6 +189,11 @@ export class Uplink {
     setImmediate(() => conn.client.end(true));
     clearHold(conn);
     if (this.stopped) return;
+    // A connection that was up and was lost starts the backoff again from its minimum; one dropped
+    // because the cloud refused a message goes on growing it, so that a refusal that lasts (a
+    // topic root that is not the bridge's, a bridge whose site was deleted) is asked again less and
+    // less often, not every second with a TLS handshake each time.
+    if (conn.ready && !conn.refused) this.attempt = 0;
     const { reconnectMinMs, reconnectMaxMs } = this.deps.config;
     const delay = backoffMs(this.attempt, reconnectMinMs, reconnectMaxMs, this.deps.random ?? Math.random);
     this.attempt++;
@@ -231,6 +244,7 @@ export class Uplink {
       conn.inflight--;
       this.deps.status.uplink.inflight = conn.inflight;
       if (!err) {
+        this.attempt = 0;
         this.deps.queue.ack(message.ids);
         this.deps.status.uplink.published++;
         if (!conn.holding) this.busyAttempt = 0;
@@ -262,6 +276,7 @@ export class Uplink {
         { topic: message.topic, reasonCode: code, reason, err: err.message },
         'publish failed: retrying later',
       );
+      conn.refused = typeof code === 'number';
       this.dropConnection(
         conn,
         `PUBACK ${typeof code === 'number' ? `0x${code.toString(16)}` : err.message}`,
