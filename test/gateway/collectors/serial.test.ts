@@ -132,7 +132,7 @@ describe('serial collector with a full buffer', () => {
     await until(() => counters().accepted + counters().refused === 5, 'five lines judged');
     expect(counters()).toMatchObject({ received: 5, accepted: 2, refused: 3, lost: 3, invalid: 0 });
     expect(gw.gateway.status.snapshot().buffer.depth).toBe(3);
-    const lostLines = gw.logs.filter((l) => l.msg === 'serial reading lost: the buffer refused it');
+    const lostLines = gw.logs.filter((l) => l.msg === 'serial reading lost: not accepted');
     expect(lostLines.map((l) => [l.code, l.line])).toEqual([
       ['buffer_full', expect.stringContaining('temperature=3')],
       ['buffer_full', expect.stringContaining('temperature=4')],

@@ -1,9 +1,10 @@
-import { ReadlineParser, SerialPort } from 'serialport';
+import { SerialPort } from 'serialport';
 import { IngestValidationError } from '../../../../shared/ingest.ts';
 import type { CheckResult, Collector, CollectorDeps, IdentifyResult } from '../../collector.ts';
 import type { SerialConfig, SerialPortConfig } from '../../config.ts';
 import type { Logger } from '../../logger.ts';
 import { ReadingRefused } from '../../reading.ts';
+import { LineSplitter } from './line-splitter.ts';
 import { LineError, parseLine } from './lines.ts';
 
 /** Lines longer than this are not sensor lines (a wrong baud rate produces endless garbage). */
@@ -41,8 +42,9 @@ class PortSession {
     this.reopenTimer = null;
     if (this.stopped) return;
     const port = new SerialPort({ path: this.config.path, baudRate: this.config.baud_rate, autoOpen: false });
-    const parser = port.pipe(new ReadlineParser({ delimiter: '\n', encoding: 'utf8' }));
-    parser.on('data', (line: string) => this.onLine(line.replace(/\r$/, '')));
+    const lines = port.pipe(new LineSplitter(MAX_LINE));
+    lines.on('data', (line: string) => this.onLine(line));
+    lines.on('overlong', () => this.overlong());
     port.on('error', (err) =>
       this.log.warn({ path: this.config.path, err: err.message }, 'serial port error'),
     );
@@ -85,15 +87,16 @@ class PortSession {
     this.delay = Math.min(this.delay * 2, this.config.reopen_max_ms);
   }
 
+  private overlong(): void {
+    this.deps.counters.received++;
+    this.deps.counters.invalid++;
+    this.log.info({ path: this.config.path, maxLength: MAX_LINE }, 'serial line too long: ignored');
+  }
+
   private onLine(line: string): void {
     if (line.trim() === '') return;
     const { counters, sink } = this.deps;
     counters.received++;
-    if (line.length > MAX_LINE) {
-      counters.invalid++;
-      this.log.info({ path: this.config.path, length: line.length }, 'serial line too long: ignored');
-      return;
-    }
     let parsed;
     try {
       parsed = parseLine(this.config.format, line);
@@ -137,7 +140,7 @@ class PortSession {
             err: (err as Error).message,
             lost: counters.lost,
           },
-          'serial reading lost: the buffer refused it',
+          'serial reading lost: not accepted',
         );
       },
     );
@@ -246,7 +249,7 @@ function firstLine(
 ): Promise<{ text: string | null; error?: string }> {
   return new Promise((resolve) => {
     const port = new SerialPort({ path: config.path, baudRate: config.baud_rate, autoOpen: false });
-    const parser = port.pipe(new ReadlineParser({ delimiter: '\n', encoding: 'utf8' }));
+    const parser = port.pipe(new LineSplitter(MAX_LINE));
     let done = false;
     const finish = (result: { text: string | null; error?: string }) => {
       if (done) return;
@@ -261,7 +264,7 @@ function firstLine(
     signal.addEventListener('abort', onAbort);
     port.on('error', (err) => finish({ text: null, error: err.message }));
     parser.on('data', (line: string) => {
-      if (line.trim() !== '') finish({ text: line.replace(/\r$/, '') });
+      if (line.trim() !== '') finish({ text: line });
     });
     port.open((err) => {
       if (err) finish({ text: null, error: `cannot open: ${err.message}` });
