@@ -58,6 +58,12 @@ const ShellyMqttSchema = z
     message: 'set both username and password, or neither',
   });
 
+/**
+ * A wait in milliseconds: at least 10 (a smaller one spins), at most a day (Node's timers take at
+ * most 2^31 - 1 ms and fire at once past it).
+ */
+const delayMs = z.number().int().min(10).max(86_400_000);
+
 const SerialPortSchema = z
   .object({
     path: z.string().min(1),
@@ -68,8 +74,8 @@ const SerialPortSchema = z
     model: model.default('serial-generic'),
     /** A line written to the port on `cmd/identify` (for sensors that blink on a command). */
     identify_command: z.string().min(1).optional(),
-    reopen_min_ms: z.number().int().positive().default(500),
-    reopen_max_ms: z.number().int().positive().default(30_000),
+    reopen_min_ms: delayMs.default(500),
+    reopen_max_ms: delayMs.default(30_000),
   })
   .strict();
 
@@ -110,8 +116,8 @@ const ChirpstackSchema = z
     client_id: z.string().min(1).max(64).optional(),
     encoding: z.enum(['auto', 'json', 'protobuf']).default('auto'),
     /** Reconnect backoff to the broker: the first wait's ceiling, doubled per attempt up to the max. */
-    reconnect_min_ms: z.number().int().positive().default(1_000),
-    reconnect_max_ms: z.number().int().positive().default(60_000),
+    reconnect_min_ms: delayMs.default(1_000),
+    reconnect_max_ms: delayMs.default(60_000),
     /** Devices by DevEUI (lower-case hex). */
     devices: z
       .record(
@@ -132,7 +138,7 @@ export const FileSchema = z
         id: deviceId.optional(),
         data_dir: z.string().min(1).default('/var/lib/sensor-gateway'),
         log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-        status_interval_s: z.number().positive().default(60),
+        status_interval_s: z.number().min(1).max(86_400).default(60),
       })
       .strict()
       .default({ data_dir: '/var/lib/sensor-gateway', log_level: 'info', status_interval_s: 60 }),
@@ -144,9 +150,9 @@ export const FileSchema = z
         url: z.string().min(1).optional(),
         inflight: z.number().int().min(1).max(65535).default(100),
         keepalive_s: z.number().int().min(5).max(3600).default(30),
-        connect_timeout_ms: z.number().int().positive().default(10_000),
-        reconnect_min_ms: z.number().int().positive().default(1_000),
-        reconnect_max_ms: z.number().int().positive().default(60_000),
+        connect_timeout_ms: delayMs.default(10_000),
+        reconnect_min_ms: delayMs.default(1_000),
+        reconnect_max_ms: delayMs.default(60_000),
       })
       .strict(),
     /** The read-only status page on the LAN (status-page.ts), for an installer without a shell. */

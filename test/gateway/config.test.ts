@@ -65,6 +65,22 @@ describe('gateway configuration', () => {
       /username and password/,
     ],
     ['a plain mqtt:// uplink', 'uplink: { bundle: ./bridge.json, url: "mqtt://x:1883" }', /mqtts/],
+    // Node fires a timer of more than 2^31 - 1 ms at once: a reconnect in a tight loop.
+    [
+      'a wait past what a timer holds',
+      'uplink: { bundle: ./bridge.json, reconnect_max_ms: 3000000000 }',
+      /uplink\.reconnect_max_ms/,
+    ],
+    [
+      'a wait that spins',
+      'uplink: { bundle: ./bridge.json, reconnect_min_ms: 1 }',
+      /uplink\.reconnect_min_ms/,
+    ],
+    [
+      'a status line every millisecond',
+      'uplink: { bundle: ./bridge.json }\ngateway: { status_interval_s: 0.001 }',
+      /gateway\.status_interval_s/,
+    ],
   ])('refuses %s with a message naming it', (_what, yaml, message) => {
     expect(() => loadConfig(configWith(yaml))).toThrow(ConfigError);
     expect(() => loadConfig(configWith(yaml))).toThrow(message);
