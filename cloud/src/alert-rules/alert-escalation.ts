@@ -37,6 +37,9 @@ export function recipientsOf(notify: NotifyInput, n: number): StepInput[] {
   return n < notify.steps.length ? [notify.steps[n]!] : notify.steps;
 }
 
+/** How long a "Resolved" notice waits again for an opening whose time has come but not its job. */
+const RESOLVED_RETRY_MICROS = 5_000_000;
+
 /**
  * The escalation chain of alert events (docs/api/alert-rules.md). Each notification is a job due
  * at its time (`notificationAt`), queued by the one before, so the chain survives restarts and runs
@@ -154,11 +157,17 @@ export class AlertEscalation implements AlertAnnouncer {
       const first = notificationAt(notify, event.notified_open_at ?? 0, 0);
       if (first === null) return;
       if (event.notify_n === 0) {
-        // the opening has not gone out yet (its step waits, or a silence window holds it): resolve
-        // right after it
+        // Withdrawn before its opening went out: the opening never goes out (`notify` skips a
+        // withdrawn event), so nobody was told anything, and there is nothing to take back.
+        if (event.withdrawn_at !== null || event.notified_open_at === null) return;
+        // The opening has not gone out yet (its step waits, a silence window holds it, or its job
+        // runs now elsewhere): resolve right after it. Never at a time already past, which the
+        // queue would claim again at once, ahead of every other job.
         const windows = (await repository.silences(db, [event.sensor_seq])).get(event.sensor_seq) ?? [];
         const opening = firstUncovered(first, Infinity, windows)!;
-        await this.deps.jobs.enqueue(db, ALERT_RESOLVED_JOB, { event_id: event.id }, opening + 1);
+        const now = this.deps.clock.nowMicros();
+        const at = opening + 1 > now ? opening + 1 : now + RESOLVED_RETRY_MICROS;
+        await this.deps.jobs.enqueue(db, ALERT_RESOLVED_JOB, { event_id: event.id }, at);
         return;
       }
       const reached = notify.steps.slice(0, Math.min(event.notify_n, notify.steps.length));

@@ -8,8 +8,8 @@ import type { JobRow } from '../../../cloud/src/jobs/job-queue.ts';
 import { startTestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
 import { eventually } from '../../helpers/eventually.ts';
-import { decodeMail, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
-import { addManager, escalatingRule, sendSettled } from './settle.ts';
+import { alarmMails, decodeMail, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
+import { addManager, escalatingRule, sendSettled, settleAlerts } from './settle.ts';
 
 /**
  * Where alert-rule notifications go (docs/api/alert-rules.md#notifications-and-escalation): chat
@@ -189,6 +189,46 @@ describe.each(DATABASES)('alert-rule notifications on %s', (db) => {
     const queue = w.t.cloud.services.jobs as unknown as { execute(job: JobRow): Promise<void> };
     await queue.execute({ ...job, done_at: null });
     expect(await subjects()).toHaveLength(1);
+  });
+
+  it('tells nothing of an alarm withdrawn before its first step was due, and its "Resolved" job ends', async () => {
+    // The "Resolved" job waits for the opening; an opening withdrawn first never goes out, and the
+    // job used to queue itself again at a time already past: claimed at once, forever, ahead of
+    // every other job of the queue.
+    w = await rulesWorld(db);
+    const channel = await send(T0, 3);
+    const rule = await w.t.http.post(
+      '/v1/alert-rules',
+      {
+        name: 'Fridge',
+        channel_ids: [channel],
+        conditions: [{ type: 'above', value: 8, delay_min: 10, severity: 'critical' }],
+        notify: { steps: [{ after_min: 30, user_ids: [w.user.userId] }] },
+      },
+      { token: w.user.token },
+    );
+    expect(rule.status).toBe(201);
+    await send(T0 + MINUTE, 9);
+    await send(T0 + 12 * MINUTE, 9);
+    const events = async () =>
+      (await w.t.http.get(`/v1/events?channel_id=${channel}&include_withdrawn=true`, { token: w.user.token }))
+        .json.data;
+    expect((await events()).map((e: { state: string }) => e.state)).toEqual(['open']);
+    // A gateway's backlog arrives: back in range at 10:06, so neither excursion lasted 10 minutes.
+    await send(T0 + 13 * MINUTE, 3);
+    await send(T0 + 6 * MINUTE, 3);
+    expect((await events()).map((e: { withdrawn_at: string | null }) => e.withdrawn_at !== null)).toEqual([
+      true,
+    ]);
+    w.clock.set(T0 + 60 * MINUTE);
+    await settleAlerts(w);
+    expect(alarmMails(await w.outbox())).toEqual([]);
+    const waiting = await w.t.cloud.services.db
+      .selectFrom('jobs')
+      .select('kind')
+      .where('done_at', 'is', null)
+      .execute();
+    expect(waiting).toEqual([]);
   });
 
   it('sends an escalation step once when copies of its job run together, on two cloud processes on PostgreSQL', async () => {
