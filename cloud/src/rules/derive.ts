@@ -90,9 +90,11 @@ export function derive(
       okMax: rule.okMax,
     };
   };
+  // An excursion back in range exactly when its grace ends stayed outside no longer than the grace
+  // allows: no alarm (as for a no-data gap of exactly the no-data time, and the alert rules' delay).
   const closeRun = (r: Run, end: number) => {
     const event = runEvent(r, end);
-    if (end >= event.alarmAt) events.push(event);
+    if (end > event.alarmAt) events.push(event);
   };
   /** No-data events in the stretch without samples from `after` to `until` (open when `open`). */
   const gap = (after: number, until: number, open: boolean) => {

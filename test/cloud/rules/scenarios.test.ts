@@ -26,6 +26,34 @@ describe.each(DATABASES)('rule engine scenarios on %s', (db) => {
     expect(alarmMails(await w.outbox())).toEqual([]);
   });
 
+  it('from a backlog: no alarm for an excursion back in range exactly when its grace ends; one a minute longer is recorded and told', async () => {
+    // A data logger's readings arrive hours late. An alarm recorded but never announced would
+    // break the promise that every recorded alarm is told.
+    w = await rulesWorld(db);
+    const channel = await w.send(T0, 3);
+    await w.settle();
+    w.clock.set(T0 + 95 * MINUTE);
+    for (const [ts, value] of [
+      [T0 + 10 * MINUTE, 7.5],
+      [T0 + 20 * MINUTE, 7.5],
+      [T0 + 30 * MINUTE, 7.5],
+      [T0 + 40 * MINUTE, 4],
+      [T0 + 60 * MINUTE, 7.5],
+      [T0 + 91 * MINUTE, 4],
+    ] as const)
+      await w.send(ts, value);
+    await w.settle();
+    const events = await w.events();
+    expect(events.map((e: Record<string, unknown>) => [e.started_at, e.alarm_at, e.ended_at])).toEqual([
+      [at(T0 + 60 * MINUTE), at(T0 + 90 * MINUTE), at(T0 + 91 * MINUTE)],
+    ]);
+    const subjects = alarmMails(await w.outbox()).map((m) => /^Subject: (.*)$/m.exec(m)?.[1] ?? '');
+    expect(subjects).toEqual([
+      expect.stringMatching(/^Alarm \(already over\): Fridge temperature above 5 °C/),
+    ]);
+    expect((await w.sensor(channel)).state).toBe('ok');
+  });
+
   it('raises one alarm at exactly started_at + grace, without a new sample, and resolves it back in range', async () => {
     w = await rulesWorld(db);
     const channel = await w.send(T0, 3);
