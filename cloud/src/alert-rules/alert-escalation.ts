@@ -210,10 +210,12 @@ export class AlertEscalation implements AlertAnnouncer {
     ruleName: string,
     phase: AlertMessage['phase'],
   ): Promise<AlertMessage> {
+    // The event's site (where the alarm started), not the device's site now: a device moved since
+    // is told of by the site and time zone of the alarm.
     const ctx = await db
       .selectFrom('sensors as s')
       .innerJoin('devices as d', 'd.id', 's.device_id')
-      .leftJoin('sites as t', 't.id', 'd.site_id')
+      .leftJoin('sites as t', (join) => join.on('t.id', '=', e.site_id))
       .select(['s.kind', 's.label', 's.unit', 'd.name as device_name', 't.name as site_name', 't.timezone'])
       .where('s.id', '=', e.sensor_id)
       .executeTakeFirst();

@@ -231,6 +231,48 @@ describe.each(DATABASES)('alert-rule notifications on %s', (db) => {
     expect(waiting).toEqual([]);
   });
 
+  it("names the alarm's own site and its time zone in the notice after the device moved away", async () => {
+    w = await rulesWorld(db);
+    await send(T0, 3);
+    await w.t.http.patch(`/v1/sites/${w.siteId}`, { name: 'Kitchen' }, { token: w.user.token });
+    const cellar = await w.t.http.post(
+      '/v1/sites',
+      { name: 'Cellar', vertical: 'food_service', timezone: 'Asia/Tokyo' },
+      { token: w.user.token },
+    );
+    expect(cellar.status).toBe(201);
+    const rule = await w.t.http.post(
+      '/v1/alert-rules',
+      {
+        name: 'Fridge',
+        site_id: w.siteId,
+        kind: 'temperature',
+        conditions: [{ type: 'above', value: 8, severity: 'critical' }],
+        notify: { steps: [{ after_min: 0, user_ids: [w.user.userId] }] },
+      },
+      { token: w.user.token },
+    );
+    expect(rule.status).toBe(201);
+    await send(T0 + MINUTE, 9);
+    w.clock.set(T0 + 10 * MINUTE);
+    const moved = await w.t.http.post(
+      `/v1/devices/${w.device.id}/move`,
+      { to_site_id: cellar.json.id, effective_at: new Date((T0 + 10 * MINUTE) / 1000).toISOString() },
+      { token: w.user.token },
+    );
+    expect(moved.status).toBe(200);
+    await settleAlerts(w);
+    const channels = alarmMails(await w.outbox())
+      .map(decodeMail)
+      .map((m) => [/^Subject: (.*)$/m.exec(m)?.[1]?.slice(0, 8), /^Channel: .*$/m.exec(m)?.[0]]);
+    expect(channels).toEqual([
+      ['CRITICAL', 'Channel: Fridge temperature at Kitchen'],
+      ['Resolved', 'Channel: Fridge temperature at Kitchen'],
+    ]);
+    const resolved = decodeMail(alarmMails(await w.outbox())[1]!);
+    expect(/^Since: .*$/m.exec(resolved)?.[0]).not.toMatch(/GMT\+9|JST/);
+  });
+
   it('sends an escalation step once when copies of its job run together, on two cloud processes on PostgreSQL', async () => {
     w = await rulesWorld(db);
     await addManager(w);
