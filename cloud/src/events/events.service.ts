@@ -84,13 +84,9 @@ export class EventsService {
       if (!(await events.acknowledge(trx, id, by.userId, note, now))) {
         throw new Conflict('already_acknowledged', `event ${id} was already acknowledged`);
       }
-      const acknowledged: AnyEventRow = {
-        ...found,
-        acknowledged_at: now,
-        acknowledged_by: by.userId,
-        ack_note: note,
-        updated_at: now,
-      };
+      // Read again after the update, which waited for any change the engine was committing (an
+      // end, a withdrawal): the answer and the webhook show the event as it is, not as first read.
+      const acknowledged = (await events.find(trx, by.accountId, id)) ?? found;
       await audit.record(trx, {
         accountId: by.accountId,
         kind: 'event.acknowledged',
