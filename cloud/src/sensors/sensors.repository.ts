@@ -61,6 +61,19 @@ export class SensorsRepository {
       .executeTakeFirst();
   }
 
+  /**
+   * Takes the sensor's row lock for the rest of the transaction (an update that changes nothing), so
+   * that a rule change reads the rule after any other one committing now, not before it.
+   */
+  async lockRule(db: Db, accountId: string, id: string): Promise<void> {
+    await db
+      .updateTable('sensors')
+      .set((eb) => ({ grace_min: eb.ref('grace_min') }))
+      .where('id', '=', id)
+      .where('account_id', '=', accountId)
+      .execute();
+  }
+
   async updateRule(
     db: Db,
     id: string,

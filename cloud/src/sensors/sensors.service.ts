@@ -124,6 +124,8 @@ export class SensorsService {
   async updateRule(by: UserPrincipal, id: string, patch: RulePatch): Promise<SensorRow> {
     const { db, clock, sensors, audit } = this.deps;
     const updated = await db.transaction().execute(async (trx) => {
+      // Locked before it is read: two changes at once each keep the other's fields.
+      await sensors.lockRule(trx, by.accountId, id);
       const sensor = await sensors.find(trx, by.accountId, id);
       if (!sensor) throw notFound('sensor');
       const before = ruleOf(sensor);
