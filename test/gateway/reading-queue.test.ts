@@ -6,6 +6,7 @@ import Database from 'better-sqlite3';
 import { ReadingQueue } from '../../gateway/src/buffer/reading-queue.ts';
 import { createLogger } from '../../gateway/src/logger.ts';
 import { tempDir } from '../helpers/databases.ts';
+import { until } from './helpers/gateway.ts';
 
 /** The gateway's buffer (gateway/src/buffer/reading-queue.ts) on a real SQLite file. */
 let dir: string;
@@ -146,5 +147,36 @@ describe('ReadingQueue deletes', () => {
     while (rows() !== 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     expect(rows()).toBe(1);
     expect(q.depth).toBe(1);
+  });
+});
+
+describe('ReadingQueue.reject', () => {
+  it('keeps rows it could not move to dead_letters out of what is sent, and moves them once it can', async () => {
+    // Runs inside the uplink's PUBACK callback: a throw there (a full disk) would end the gateway,
+    // and the same refusal would meet the same failure after each restart.
+    openQueue();
+    const ts = Date.now() * 1000;
+    for (const value of [1, 2])
+      await queue.append({
+        device: 'd1',
+        kind: 'reading',
+        ts: ts + value,
+        body: `[{"type":"temperature","value":${value}}]`,
+      });
+    const [refused, kept] = queue.peek(0, 2);
+    const other = new Database(path.join(dir, 'buffer.db'));
+    const ddl = (
+      other.prepare("SELECT sql FROM sqlite_master WHERE name = 'dead_letters'").get() as { sql: string }
+    ).sql;
+    other.exec('DROP TABLE dead_letters');
+    expect(() => queue.reject([refused!.id], 0x99, 'payload format invalid')).not.toThrow();
+    expect(queue.peek(0, 10).map((r) => r.id)).toEqual([kept!.id]);
+    expect(queue.oldestTs()).toBe(kept!.ts);
+    expect(queue.deadLetterCount).toBe(0);
+    other.exec(ddl);
+    other.close();
+    await until(() => queue.deadLetterCount === 1, 'the retried move');
+    expect(queue.depth).toBe(1);
+    expect(queue.peek(0, 10).map((r) => r.id)).toEqual([kept!.id]);
   });
 });

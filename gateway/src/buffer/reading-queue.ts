@@ -88,6 +88,9 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
   private pendingAppends: PendingAppend[] = [];
   /** Rows the cloud acknowledged whose delete waits for the next batch: no longer in the queue. */
   private pendingDeletes = new Set<number>();
+  /** Rows the cloud refused for good whose move to `dead_letters` failed: retried, never sent again. */
+  private pendingRejects = new Map<number, { reasonCode: number; reason: string }>();
+  private rejectRetry: NodeJS.Timeout | null = null;
   private appendScheduled = false;
   private deleteScheduled = false;
   private count = 0;
@@ -207,7 +210,7 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
         body: string;
       }[];
       for (const r of rows) {
-        if (this.pendingDeletes.has(r.id)) continue;
+        if (this.pendingDeletes.has(r.id) || this.pendingRejects.has(r.id)) continue;
         out.push({ id: r.id, device: r.device, kind: KIND_NAME[r.kind]!, ts: r.ts, body: r.body });
       }
       if (rows.length < want) break;
@@ -223,7 +226,9 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
       this.pendingDeletes.add(id);
       this.count--;
     }
-    if (this.pendingDeletes.size >= 2000) this.flushDeletes();
+    // Past 2,000 the batch is written at once, unless a write is already planned (a failed one
+    // waits for its retry: trying again on every acknowledgement would redo it ever larger).
+    if (this.pendingDeletes.size >= 2000 && !this.deleteScheduled) this.flushDeletes();
     else if (!this.deleteScheduled) {
       this.deleteScheduled = true;
       setImmediate(() => this.flushDeletes());
@@ -257,17 +262,41 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
    * they move to the dead-letter table with the reason, kept for an operator, never retried.
    */
   reject(ids: readonly number[], reasonCode: number, reason: string): void {
-    if (!this.db || !this.statements) return;
+    for (const id of ids) this.pendingRejects.set(id, { reasonCode, reason });
+    this.flushRejects();
+  }
+
+  /**
+   * Moves the refused rows to `dead_letters`. A failed write (a full disk) keeps them out of what
+   * is sent and tries again in a second: it runs inside the uplink's PUBACK callback, where a throw
+   * would end the process, and the same refusal would meet the same failure after each restart.
+   */
+  private flushRejects(): void {
+    if (this.rejectRetry) clearTimeout(this.rejectRetry);
+    this.rejectRetry = null;
+    if (this.pendingRejects.size === 0 || !this.db || !this.statements) return;
     const { deadLetter, remove } = this.statements;
+    const rejects = [...this.pendingRejects];
     const at = Date.now() * 1000;
-    this.db.transaction(() => {
-      for (const id of ids) {
-        deadLetter.run(reasonCode, reason, at, id);
-        remove.run(id);
-      }
-    })();
-    this.count -= ids.length;
-    this.deadLetters += ids.length;
+    try {
+      this.db.transaction(() => {
+        for (const [id, r] of rejects) {
+          deadLetter.run(r.reasonCode, r.reason, at, id);
+          remove.run(id);
+        }
+      })();
+    } catch (err) {
+      this.options.log.error(
+        { err, rows: rejects.length },
+        'moving refused rows to dead_letters failed: trying again in a second',
+      );
+      this.rejectRetry = setTimeout(() => this.flushRejects(), DELETE_RETRY_MS);
+      this.rejectRetry.unref();
+      return;
+    }
+    this.pendingRejects.clear();
+    this.count -= rejects.length;
+    this.deadLetters += rejects.length;
   }
 
   /**
@@ -279,8 +308,9 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
     if (!this.statements || this.count === 0) return null;
     // Readings first-in by id; the few states and info rows ahead of them are skipped, and so are
     // the acknowledged rows whose delete is pending (no write for a status read).
-    const rows = this.statements.oldest.all(this.pendingDeletes.size + 1) as { id: number; ts: number }[];
-    return rows.find((r) => !this.pendingDeletes.has(r.id))?.ts ?? null;
+    const skipped = this.pendingDeletes.size + this.pendingRejects.size;
+    const rows = this.statements.oldest.all(skipped + 1) as { id: number; ts: number }[];
+    return rows.find((r) => !this.pendingDeletes.has(r.id) && !this.pendingRejects.has(r.id))?.ts ?? null;
   }
 
   /** Writes what is pending, then closes the database. Safe to call twice. */
@@ -288,6 +318,9 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
     if (!this.db) return;
     this.flushAppends();
     this.flushDeletes();
+    this.flushRejects();
+    if (this.rejectRetry) clearTimeout(this.rejectRetry);
+    this.rejectRetry = null;
     this.db.close();
     this.db = null;
     this.statements = null;
