@@ -218,6 +218,10 @@ export class AlertEngine implements EvaluationFollower, AlertRuleListener {
     const changes: AlertEventChange[] = [];
     await lockedTransaction(database, { namespace: ALERT_LOCK, keys: seqs }, async (db) => {
       changes.length = 0; // a retried transaction tells only what its last run wrote
+      // The time is read again under the channels' locks: a pass's later chunks would otherwise
+      // judge at the pass's start, before an evaluation (a read's settle) that committed since,
+      // and withdraw the alarm it had just opened.
+      now = Math.max(now, this.deps.clock.nowMicros());
       const marks = await repository.marksOf(db, seqs);
       const trackers = await repository.trackersOf(db, seqs);
       const channels = await repository.channels(db, seqs);

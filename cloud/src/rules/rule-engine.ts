@@ -305,7 +305,10 @@ export class RuleEngine implements RuleChangeListener {
     let held = 0;
     const summary = await lockedTransaction(this.deps.database, lock, async (db, keys) => {
       held = keys.length;
-      const evaluation = newEvaluation(keys, now, options.replayFrom);
+      // The time is read again under the channels' locks: a pass's later chunks would otherwise
+      // judge at the pass's start, before an evaluation (a read's settle) that committed since,
+      // and withdraw the alarm it had just opened.
+      const evaluation = newEvaluation(keys, Math.max(now, this.deps.clock.nowMicros()), options.replayFrom);
       if (keys.length > 0 || seqs.length === 0) await runEvaluationSteps(evaluation, db, this.env);
       await options.inTransaction?.(db, evaluation.summary);
       return evaluation;

@@ -231,6 +231,42 @@ describe.each(DATABASES)('alert-rule notifications on %s', (db) => {
     expect(waiting).toEqual([]);
   });
 
+  it('keeps an alarm opened meanwhile when a pass that began before it evaluates the channel later', async () => {
+    w = await rulesWorld(db);
+    const channel = await send(T0, 3);
+    const rule = await w.t.http.post(
+      '/v1/alert-rules',
+      {
+        name: 'Fridge',
+        channel_ids: [channel],
+        conditions: [{ type: 'above', value: 8, delay_min: 30, severity: 'critical' }],
+        notify: { steps: [{ after_min: 0, user_ids: [w.user.userId] }] },
+      },
+      { token: w.user.token },
+    );
+    expect(rule.status).toBe(201);
+    await send(T0 + MINUTE, 9);
+    w.clock.set(T0 + 32 * MINUTE);
+    await settleAlerts(w);
+    const { seq } = await w.t.cloud.services.db
+      .selectFrom('sensors')
+      .select('seq')
+      .where('channel_id', '=', channel)
+      .executeTakeFirstOrThrow();
+    // a chunk of a pass that took its time at 10:20, before the alarm began
+    await w.t.cloud.services.alertEngine.evaluate([seq], T0 + 20 * MINUTE);
+    await settleAlerts(w);
+    const events = (
+      await w.t.http.get(`/v1/events?channel_id=${channel}&include_withdrawn=true`, { token: w.user.token })
+    ).json.data;
+    const ofRule = events.filter((e: { rule_id?: string }) => e.rule_id === rule.json.id);
+    expect(
+      ofRule.map((e: { state: string; withdrawn_at: string | null }) => [e.state, e.withdrawn_at]),
+    ).toEqual([['open', null]]);
+    const subjects = alarmMails(await w.outbox()).map((m) => /^Subject: (\S+)/m.exec(m)?.[1]);
+    expect(subjects.filter((s) => s !== 'ALARM:')).toEqual(['CRITICAL:']);
+  });
+
   it("names the alarm's own site and its time zone in the notice after the device moved away", async () => {
     w = await rulesWorld(db);
     await send(T0, 3);

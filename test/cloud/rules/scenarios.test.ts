@@ -54,6 +54,32 @@ describe.each(DATABASES)('rule engine scenarios on %s', (db) => {
     expect((await w.sensor(channel)).state).toBe('ok');
   });
 
+  it('keeps an alarm opened meanwhile when a pass that began before it evaluates the channel later', async () => {
+    // A pass takes its time once and evaluates its channels in chunks; a later chunk judging at
+    // the pass's start, before the alarm a read's settle opened since, withdrew that alarm.
+    w = await rulesWorld(db);
+    const channel = await w.send(T0, 3);
+    w.clock.set(T0 + 5 * MINUTE);
+    await w.send(T0 + 5 * MINUTE, 7.5);
+    await w.settle();
+    await w.tickAt(T0 + 36 * MINUTE);
+    const [opened] = await w.events();
+    expect(opened.state).toBe('open');
+    const { seq } = await w.t.cloud.services.db
+      .selectFrom('sensors')
+      .select('seq')
+      .where('channel_id', '=', channel)
+      .executeTakeFirstOrThrow();
+    await w.t.cloud.services.rules.evaluate([seq], T0 + 34 * MINUTE);
+    await w.settle();
+    const [after] = await w.t.http
+      .get(`/v1/events?channel_id=${channel}&include_withdrawn=true`, { token: w.user.token })
+      .then((a) => a.json.data);
+    expect(after).toMatchObject({ id: opened.id, state: 'open', withdrawn_at: null });
+    const subjects = alarmMails(await w.outbox()).map((m) => /^Subject: (.*)$/m.exec(m)?.[1] ?? '');
+    expect(subjects).toEqual(['ALARM: Fridge temperature above 5 °C at Kitchen']);
+  });
+
   it('raises one alarm at exactly started_at + grace, without a new sample, and resolves it back in range', async () => {
     w = await rulesWorld(db);
     const channel = await w.send(T0, 3);
