@@ -495,7 +495,23 @@ export function trackerRow(
   now: number,
 ): TrackerRow {
   const tail = derivation.tail;
-  const open = events.some((e) => (e.ended_at === null && e.withdrawn_at === null) || awaitsNotice(e));
+  // An alarm whose moment lies ahead (readings stamped by a device clock that runs fast, over
+  // before the server's clock reached it) is told when that moment comes: nothing else would load
+  // the event again.
+  const ahead = events
+    .filter(
+      (e) =>
+        e.notified_open_at === null &&
+        e.withdrawn_at === null &&
+        e.ended_at !== null &&
+        e.ended_at > e.alarm_at &&
+        e.alarm_at > now,
+    )
+    .map((e) => e.alarm_at);
+  const open =
+    ahead.length > 0 ||
+    events.some((e) => (e.ended_at === null && e.withdrawn_at === null) || awaitsNotice(e));
+  const due = nextDue(tail, timeline, windows, now);
   return {
     sensor_seq: seq,
     last_ts: tail.lastTs,
@@ -503,7 +519,7 @@ export function trackerRow(
     run_start: tail.run?.start ?? null,
     run_peak: tail.run?.peak ?? null,
     has_open: open ? 1 : 0,
-    due_at: nextDue(tail, timeline, windows, now),
+    due_at: ahead.length > 0 ? Math.min(due ?? Infinity, ...ahead) : due,
     updated_at: now,
   };
 }

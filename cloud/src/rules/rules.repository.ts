@@ -322,17 +322,30 @@ export class RulesRepository {
   }
 
   /**
-   * Events of a channel whose "Resolved" notice waits for a silence window to end: announced, ended
-   * or withdrawn, the end not yet told.
+   * Events of a channel whose notice waits without new data: announced, ended or withdrawn, the end
+   * not yet told (a silence window holds it); or ended before their alarm's moment came, recorded
+   * ahead of it (stamped by a device clock that runs fast), not yet announced.
    */
   async heldNotices(db: Db, seq: number): Promise<AlarmEventRow[]> {
     return db
       .selectFrom('alarm_events')
       .selectAll()
       .where('sensor_seq', '=', seq)
-      .where('notified_open_at', 'is not', null)
-      .where('notified_resolved_at', 'is', null)
-      .where((eb) => eb.or([eb('ended_at', 'is not', null), eb('withdrawn_at', 'is not', null)]))
+      .where((eb) =>
+        eb.or([
+          eb.and([
+            eb('notified_open_at', 'is not', null),
+            eb('notified_resolved_at', 'is', null),
+            eb.or([eb('ended_at', 'is not', null), eb('withdrawn_at', 'is not', null)]),
+          ]),
+          eb.and([
+            eb('notified_open_at', 'is', null),
+            eb('withdrawn_at', 'is', null),
+            eb('ended_at', 'is not', null),
+            eb('alarm_at', '>', eb.ref('created_at')),
+          ]),
+        ]),
+      )
       .execute();
   }
 

@@ -80,6 +80,21 @@ describe.each(DATABASES)('rule engine scenarios on %s', (db) => {
     expect(subjects).toEqual(['ALARM: Fridge temperature above 5 °C at Kitchen']);
   });
 
+  it('tells an alarm stamped ahead of the server clock (a device clock that runs fast) when its moment comes', async () => {
+    w = await rulesWorld(db);
+    await w.send(T0, 3);
+    await w.settle();
+    // The whole excursion arrives at once, stamped up to 50 minutes ahead.
+    await w.send(T0 + 10 * MINUTE, 7.5);
+    await w.send(T0 + 50 * MINUTE, 4);
+    await w.settle();
+    expect(alarmMails(await w.outbox())).toEqual([]);
+    await w.tickAt(T0 + 41 * MINUTE);
+    const subjects = alarmMails(await w.outbox()).map((m) => /^Subject: (.*)$/m.exec(m)?.[1] ?? '');
+    expect(subjects).toHaveLength(1);
+    expect(subjects[0]).toMatch(/Fridge temperature above 5 °C at Kitchen/);
+  });
+
   it('raises one alarm at exactly started_at + grace, without a new sample, and resolves it back in range', async () => {
     w = await rulesWorld(db);
     const channel = await w.send(T0, 3);
