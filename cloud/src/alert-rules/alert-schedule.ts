@@ -44,9 +44,14 @@ export function windowsBetween(schedule: Schedule, from: number, to: number): [n
     const weekday = WEEKDAYS[day.weekday - 1]!;
     for (const w of schedule.windows) {
       if (!w.days.includes(weekday)) continue;
+      // Over midnight as written (`to` at or before `from`), not as the day's offsets make it: on the
+      // spring change 02:30 becomes 03:30, after a written 03:00.
+      const overnight = w.to !== '24:00' && w.to <= w.from;
       const start = day.set(hm(w.from));
-      let end = w.to === '24:00' ? day.plus({ days: 1 }) : day.set(hm(w.to));
-      if (end <= start) end = end.plus({ days: 1 });
+      const nextDay = day.plus({ days: 1 });
+      const end = w.to === '24:00' ? nextDay : overnight ? nextDay.set(hm(w.to)) : day.set(hm(w.to));
+      // A window whose hours do not exist that day (inside the spring gap) is empty.
+      if (end <= start) continue;
       out.push([start.toMillis() * 1000, end.toMillis() * 1000]);
     }
     day = day.plus({ days: 1 });
