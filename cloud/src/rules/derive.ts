@@ -90,11 +90,11 @@ export function derive(
       okMax: rule.okMax,
     };
   };
-  // An excursion back in range exactly when its grace ends stayed outside no longer than the grace
-  // allows: no alarm (as for a no-data gap of exactly the no-data time, and the alert rules' delay).
+  // An excursion back in range exactly when its grace ends is an alarm of no length: recorded (a
+  // tick may have announced it before that sample came), and told (`dueNotifications`).
   const closeRun = (r: Run, end: number) => {
     const event = runEvent(r, end);
-    if (end > event.alarmAt) events.push(event);
+    if (end >= event.alarmAt) events.push(event);
   };
   /** No-data events in the stretch without samples from `after` to `until` (open when `open`). */
   const gap = (after: number, until: number, open: boolean) => {

@@ -459,8 +459,10 @@ export function dueNotifications(
 ): Omit<AlarmTransition, 'event'> | null {
   let opened = false;
   if (e.notified_open_at === null && e.withdrawn_at === null && e.alarm_at <= now) {
-    const until = e.ended_at === null ? now : e.ended_at - 1;
-    opened = until >= e.alarm_at && firstUncovered(e.alarm_at, until, windows) !== null;
+    // The alarm's moments up to now: an alarm of no length (back in range exactly when its grace
+    // ended) has the one, `alarm_at`; one recorded ahead of the server's clock, those so far.
+    const until = Math.min(now, e.ended_at === null ? now : Math.max(e.ended_at - 1, e.alarm_at));
+    opened = firstUncovered(e.alarm_at, until, windows) !== null;
   }
   const announced = opened || e.notified_open_at !== null;
   const closedAt = e.withdrawn_at ?? e.ended_at;
@@ -468,7 +470,8 @@ export function dueNotifications(
     announced &&
     e.notified_resolved_at === null &&
     closedAt !== null &&
-    firstUncovered(Math.min(closedAt, now), now, windows) !== null;
+    closedAt <= now &&
+    firstUncovered(closedAt, now, windows) !== null;
   return opened || resolved ? { opened, resolved } : null;
 }
 
@@ -495,19 +498,14 @@ export function trackerRow(
   now: number,
 ): TrackerRow {
   const tail = derivation.tail;
-  // An alarm whose moment lies ahead (readings stamped by a device clock that runs fast, over
-  // before the server's clock reached it) is told when that moment comes: nothing else would load
+  // Notices whose moment lies ahead (readings stamped by a device clock that runs fast: an alarm,
+  // or its end, after the server's now) are told when that moment comes: nothing else would load
   // the event again.
-  const ahead = events
-    .filter(
-      (e) =>
-        e.notified_open_at === null &&
-        e.withdrawn_at === null &&
-        e.ended_at !== null &&
-        e.ended_at > e.alarm_at &&
-        e.alarm_at > now,
-    )
-    .map((e) => e.alarm_at);
+  const ahead = events.flatMap((e) => {
+    if (e.withdrawn_at !== null || e.ended_at === null || e.notified_resolved_at !== null) return [];
+    if (e.notified_open_at === null) return e.alarm_at > now && e.ended_at >= e.alarm_at ? [e.alarm_at] : [];
+    return e.ended_at > now ? [e.ended_at] : [];
+  });
   const open =
     ahead.length > 0 ||
     events.some((e) => (e.ended_at === null && e.withdrawn_at === null) || awaitsNotice(e));
