@@ -1,4 +1,4 @@
-import type { ValidMeasurement } from '../../shared/ingest.ts';
+import { EARLIEST_TS_MICROS, type ValidMeasurement } from '../../shared/ingest.ts';
 
 /**
  * What every collector produces, whatever its way in: one device's measurements taken at one time.
@@ -47,6 +47,15 @@ export class ReadingRefused extends Error {
   ) {
     super(message);
   }
+}
+
+/** The refusal while the gateway's clock reads before 2000 (`clock_unset`), else null. */
+export function unsetClock(now: number): ReadingRefused | null {
+  if (now >= EARLIEST_TS_MICROS) return null;
+  return new ReadingRefused(
+    'clock_unset',
+    `the gateway's clock reads ${new Date(Math.floor(now / 1000)).toISOString()}, before 2000: it accepts readings once the clock is set (NTP, or a battery clock)`,
+  );
 }
 
 /**

@@ -3,6 +3,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { Intake } from '../../gateway/src/buffer/intake.ts';
+import { ShellyHttpCollector } from '../../gateway/src/collectors/shelly-http/shelly-http.collector.ts';
+import { GatewayStatus } from '../../gateway/src/status.ts';
 import { ReadingQueue } from '../../gateway/src/buffer/reading-queue.ts';
 import { wallClock, type Clock } from '../../gateway/src/clock.ts';
 import { createLogger } from '../../gateway/src/logger.ts';
@@ -89,5 +91,56 @@ describe('the intake while the clock reads before 2000', () => {
     await intake.accept(reading);
     await intake.accept({ ...reading, ts: null });
     expect(queue.peek(0, 10).map((r) => r.ts)).toEqual([reading.ts, SYNCED * 1000]);
+  });
+
+  it('follows the clock stepped back, instead of stamping every later reading one microsecond apart', async () => {
+    const { at, clock, advance } = clocks(SYNCED);
+    const intake = intakeAt(clock);
+    const reading = {
+      device: 'fridge-1',
+      ts: null,
+      measurements: [{ kind: 'temperature' as const, label: null, value: 4, unit: '°C' }],
+    };
+    await intake.accept(reading);
+    await intake.accept(reading); // the same microsecond: one later
+    at.wall -= 3_600_000; // an operator's `date -s`, an hour back
+    await intake.accept(reading);
+    advance(60_000);
+    await intake.accept(reading);
+    expect(queue.peek(0, 10).map((r) => r.ts)).toEqual([
+      SYNCED * 1000,
+      SYNCED * 1000 + 1,
+      (SYNCED - 3_600_000) * 1000,
+      (SYNCED - 3_600_000 + 60_000) * 1000,
+    ]);
+  });
+});
+
+describe('a Shelly report while the clock reads before 2000', () => {
+  it('is 503 clock_unset (sent again later), also with a ts= of its own, not 400 for a time "in the future"', async () => {
+    const { clock } = clocks(Date.UTC(1970, 0, 1, 0, 0, 42));
+    const accepted: unknown[] = [];
+    const collector = new ShellyHttpCollector({
+      config: { enabled: true, host: '127.0.0.1', port: 0, devices: {} },
+      sink: {
+        accept: (r) => Promise.resolve(void accepted.push(r)),
+        deviceInfo: () => Promise.resolve(),
+        deviceState: () => Promise.resolve(),
+      },
+      clock,
+      log: createLogger('error', new Writable({ write: (_c, _e, done) => done() })),
+      counters: new GatewayStatus().collector('shelly-http'),
+    });
+    await collector.start(new AbortController().signal);
+    try {
+      for (const query of ['id=hall&temp=4.5', `id=hall&temp=4.5&ts=${Math.floor(SYNCED / 1000)}`]) {
+        const answer = await fetch(`http://127.0.0.1:${collector.port}/?${query}`);
+        expect([answer.status, answer.headers.get('retry-after')]).toEqual([503, '60']);
+        expect(((await answer.json()) as { error: { code: string } }).error.code).toBe('clock_unset');
+      }
+      expect(accepted).toEqual([]);
+    } finally {
+      await collector.stop();
+    }
   });
 });

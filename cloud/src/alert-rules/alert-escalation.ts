@@ -39,6 +39,8 @@ export function recipientsOf(notify: NotifyInput, n: number): StepInput[] {
 
 /** How long a "Resolved" notice waits again for an opening whose time has come but not its job. */
 const RESOLVED_RETRY_MICROS = 5_000_000;
+/** How long past its opening's time a "Resolved" notice waits for it at most. */
+const RESOLVED_GIVE_UP_MICROS = 86_400_000_000;
 
 /**
  * The escalation chain of alert events (docs/api/alert-rules.md). Each notification is a job due
@@ -166,6 +168,8 @@ export class AlertEscalation implements AlertAnnouncer {
         const windows = (await repository.silences(db, [event.sensor_seq])).get(event.sensor_seq) ?? [];
         const opening = firstUncovered(first, Infinity, windows)!;
         const now = this.deps.clock.nowMicros();
+        // An opening a day overdue has failed for good (its job ran out of attempts): stop waiting.
+        if (now - opening > RESOLVED_GIVE_UP_MICROS) return;
         const at = opening + 1 > now ? opening + 1 : now + RESOLVED_RETRY_MICROS;
         await this.deps.jobs.enqueue(db, ALERT_RESOLVED_JOB, { event_id: event.id }, at);
         return;

@@ -6,12 +6,16 @@ import type { Logger } from '../logger.ts';
 import {
   DEVICE_ID,
   ReadingRefused,
+  unsetClock,
   type DeviceInfo,
   type DeviceState,
   type Reading,
   type ReadingSink,
 } from '../reading.ts';
 import type { ReadingQueue } from './reading-queue.ts';
+
+/** A step of the clock back larger than this is followed (see `timeOf`). */
+const CLOCK_STEP_BACK_MICROS = 1_000_000;
 
 /**
  * The one door into the buffer for every collector. It checks what the cloud would check (device id
@@ -33,7 +37,8 @@ export class Intake implements ReadingSink {
   accept(reading: Reading): Promise<void> {
     const { device, measurements } = reading;
     const now = this.deps.clock.nowMicros();
-    if (now < EARLIEST_TS_MICROS) return Promise.reject(clockUnset(now));
+    const unset = unsetClock(now);
+    if (unset) return Promise.reject(unset);
     if (!DEVICE_ID.test(device)) {
       return Promise.reject(
         new ReadingRefused('invalid', `device ${JSON.stringify(device)} is not a usable device id`),
@@ -67,7 +72,8 @@ export class Intake implements ReadingSink {
       );
     }
     const now = this.deps.clock.nowMicros();
-    if (now < EARLIEST_TS_MICROS) return Promise.reject(clockUnset(now));
+    const unset = unsetClock(now);
+    if (unset) return Promise.reject(unset);
     const payload: Record<string, string> = { status: state.status };
     if (state.status === 'offline') payload.reason = state.reason ?? 'connection lost';
     payload.at = formatSeconds(state.at);
@@ -87,7 +93,8 @@ export class Intake implements ReadingSink {
       );
     }
     const now = this.deps.clock.nowMicros();
-    if (now < EARLIEST_TS_MICROS) return Promise.reject(clockUnset(now));
+    const unset = unsetClock(now);
+    if (unset) return Promise.reject(unset);
     const payload: Record<string, string> = { model: info.model };
     if (info.fw_version) payload.fw_version = info.fw_version;
     const body = JSON.stringify(payload);
@@ -111,15 +118,10 @@ export class Intake implements ReadingSink {
       );
     }
     const last = this.lastStamp.get(device) ?? 0;
-    const stamp = now > last ? now : last + 1;
+    // Past a step of the clock back (more than a second), the receive time follows the clock: kept
+    // at `last + 1 µs`, every reading until the clock caught up would carry one moment.
+    const stamp = now > last || last - now > CLOCK_STEP_BACK_MICROS ? now : last + 1;
     this.lastStamp.set(device, stamp);
     return stamp;
   }
-}
-
-function clockUnset(now: number): ReadingRefused {
-  return new ReadingRefused(
-    'clock_unset',
-    `the gateway's clock reads ${new Date(Math.floor(now / 1000)).toISOString()}, before 2000: it accepts readings once the clock is set (NTP, or a battery clock)`,
-  );
 }

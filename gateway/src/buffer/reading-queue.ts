@@ -321,6 +321,8 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
     this.flushRejects();
     if (this.rejectRetry) clearTimeout(this.rejectRetry);
     this.rejectRetry = null;
+    // Rows still to move are sent again after a reopen, and refused again, as after a restart.
+    this.pendingRejects.clear();
     this.db.close();
     this.db = null;
     this.statements = null;

@@ -100,8 +100,10 @@ describe('ChirpStack subscriber reconnects', () => {
     const broker = await Aedes.createBroker();
     const sockets = new Set<net.Socket>();
     let connections = 0;
+    const arrivals: number[] = [];
     const server = net.createServer((socket) => {
       connections++;
+      arrivals.push(performance.now());
       sockets.add(socket);
       socket.on('close', () => sockets.delete(socket));
       broker.handle(socket);
@@ -178,5 +180,8 @@ describe('ChirpStack subscriber reconnects', () => {
     expect(accepted[0]).toMatchObject({ device: 'a84041000181c0de', ts: time * 1000 });
     expect(counters.refused).toBe(2);
     expect(connections).toBe(3);
+    // A refusal that lasts backs off as a lost connection does (ceilings 50, then 100 ms), not at
+    // the minimum each time.
+    expect(arrivals[2]! - arrivals[1]!).toBeGreaterThanOrEqual(95);
   });
 });

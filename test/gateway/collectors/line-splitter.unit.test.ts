@@ -1,12 +1,13 @@
 import { describe, expect, it } from '@jest/globals';
 import { LineSplitter } from '../../../gateway/src/collectors/serial/line-splitter.ts';
 
-/** Feeds `chunks` through a splitter; answers the lines in order, `OVERLONG` where one was dropped. */
+/** Feeds `chunks` through a splitter; answers the lines in order, `OVERLONG` and `UNENDED` where one was dropped. */
 function split(chunks: (string | Buffer)[], maxLine = 16): string[] {
   const splitter = new LineSplitter(maxLine);
   const out: string[] = [];
   splitter.on('data', (line: string) => out.push(line));
   splitter.on('overlong', () => out.push('OVERLONG'));
+  splitter.on('unended', () => out.push('UNENDED'));
   for (const c of chunks) splitter.write(typeof c === 'string' ? Buffer.from(c) : c);
   splitter.end();
   return out;
@@ -14,7 +15,7 @@ function split(chunks: (string | Buffer)[], maxLine = 16): string[] {
 
 describe('the serial line splitter', () => {
   it('ends lines at LF, CRLF and a lone CR, across chunks, and skips empty lines', () => {
-    expect(split(['T=4.5\r\nH=', '60\rT=4.', '6\n\n\r\nlast'])).toEqual(['T=4.5', 'H=60', 'T=4.6', 'last']);
+    expect(split(['T=4.5\r\nH=', '60\rT=4.', '6\n\n\r\nT=2'])).toEqual(['T=4.5', 'H=60', 'T=4.6', 'UNENDED']);
   });
 
   it('keeps a UTF-8 character split between two reads', () => {

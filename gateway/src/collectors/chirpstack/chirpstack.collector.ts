@@ -39,8 +39,15 @@ export class ChirpstackCollector implements Collector {
   /** DevEUI → application id, learnt from uplink topics (needed to address a downlink). */
   private readonly applications = new Map<string, string>();
   private reconnectTimer: NodeJS.Timeout | null = null;
-  /** Failed or lost connections since the last CONNACK. */
+  /**
+   * Attempts since the backoff last started again: from its minimum after a connection that was up
+   * is lost, or an uplink is accepted; growing after connections dropped for a refused uplink, so
+   * that a refusal that lasts (a full buffer, a clock not set) does not reconnect every second.
+   */
   private attempt = 0;
+  /** Whether the current connection reached CONNACK, and whether it was dropped for a refusal. */
+  private connected = false;
+  private refused = false;
 
   constructor(
     private readonly deps: CollectorDeps & {
@@ -77,8 +84,12 @@ export class ChirpstackCollector implements Collector {
     );
     client.handleMessage = (packet, callback) => {
       this.onUplink(packet.topic, Buffer.from(packet.payload)).then(
-        () => callback(),
+        () => {
+          this.attempt = 0;
+          callback();
+        },
         (err: unknown) => {
+          this.refused = true;
           callback(err instanceof Error ? err : new Error(String(err)));
           // No PUBACK: an MQTT 3.1.1 broker sends an unacknowledged message again only on a new
           // connection, and stops sending at all once its in-flight window is full of them. The
@@ -88,7 +99,8 @@ export class ChirpstackCollector implements Collector {
       );
     };
     client.on('connect', (connack) => {
-      this.attempt = 0;
+      this.connected = true;
+      this.refused = false;
       counters.state = 'connected';
       log.info(
         { url: config.url, sessionPresent: connack.sessionPresent },
@@ -103,6 +115,8 @@ export class ChirpstackCollector implements Collector {
       if (counters.state === 'connected')
         log.warn({ url: config.url }, 'ChirpStack broker connection lost: reconnecting');
       counters.state = 'reconnecting';
+      if (this.connected && !this.refused) this.attempt = 0;
+      this.connected = false;
       this.scheduleReconnect(client);
     });
     client.on('error', (err) => {

@@ -6,7 +6,8 @@ import { Transform, type TransformCallback } from 'node:stream';
  * lines with CR only), holding at most `maxLine` characters of a line not yet ended: past that, the
  * rest of the line is dropped as it comes and `overlong` is emitted once when its end arrives. A
  * wrong baud rate or a line without any end would otherwise grow the buffer (and the search for an
- * end in it) without limit. Empty lines are not emitted.
+ * end in it) without limit. Empty lines are not emitted, nor is a line the stream ends in the middle
+ * of (a port unplugged mid-line: `temperature=2` of `temperature=23.5`), which emits `unended`.
  */
 export class LineSplitter extends Transform {
   private readonly decoder = new StringDecoder('utf8');
@@ -24,7 +25,7 @@ export class LineSplitter extends Transform {
 
   override _flush(done: TransformCallback): void {
     this.split(this.decoder.end());
-    if (!this.dropping && this.pending !== '') this.push(this.pending);
+    if (this.dropping || this.pending !== '') this.emit('unended');
     this.pending = '';
     done();
   }

@@ -45,6 +45,7 @@ class PortSession {
     const lines = port.pipe(new LineSplitter(MAX_LINE));
     lines.on('data', (line: string) => this.onLine(line));
     lines.on('overlong', () => this.overlong());
+    lines.on('unended', () => this.unended());
     port.on('error', (err) =>
       this.log.warn({ path: this.config.path, err: err.message }, 'serial port error'),
     );
@@ -91,6 +92,12 @@ class PortSession {
     this.deps.counters.received++;
     this.deps.counters.invalid++;
     this.log.info({ path: this.config.path, maxLength: MAX_LINE }, 'serial line too long: ignored');
+  }
+
+  private unended(): void {
+    this.deps.counters.received++;
+    this.deps.counters.invalid++;
+    this.log.info({ path: this.config.path }, 'serial line cut off by the port closing: ignored');
   }
 
   private onLine(line: string): void {

@@ -5,7 +5,7 @@ import { IngestValidationError } from '../../../../shared/ingest.ts';
 import { parseShellyQuery, shellyBatteryMeasurement } from '../../../../shared/shelly.ts';
 import type { CheckResult, Collector, CollectorDeps, IdentifyResult } from '../../collector.ts';
 import type { ShellyHttpConfig } from '../../config.ts';
-import { ReadingRefused } from '../../reading.ts';
+import { ReadingRefused, unsetClock } from '../../reading.ts';
 import { checkListen } from '../listen-check.ts';
 
 /** `Shelly/20230913-112531/v1.14.0-gcb84623 (SHHT-1)`: build, version, model code. */
@@ -94,6 +94,13 @@ export class ShellyHttpCollector implements Collector {
     // The first generation's report names the device `id`; the spec's query names it `device`.
     if (query.device === undefined && query.id !== undefined) query.device = query.id;
     const now = clock.nowMicros();
+    // Before the query is judged: its `ts` would be judged against a clock that is not set.
+    const unset = unsetClock(now);
+    if (unset) {
+      counters.refused++;
+      log.warn({ device: query.device, code: unset.code }, 'reading not accepted: the clock is not set');
+      return { ...error(503, unset.code, unset.message), headers: { 'retry-after': '60' } };
+    }
     const ua = USER_AGENT.exec(req.headers['user-agent'] ?? '');
     let parsed;
     try {
