@@ -160,3 +160,43 @@ export async function holdIngestWrites(target: TestDatabase): Promise<() => Prom
     await client.end();
   };
 }
+
+/** A transaction of the test's own on a test database, holding what its statement locked. */
+export interface Holder {
+  /** Resolves once `n` sessions wait for this transaction, directly or behind one that does. */
+  waitingBehind(n: number, what: string): Promise<void>;
+  /** Commits, letting the waiting sessions go. */
+  commit(): Promise<void>;
+  /** Ends the connection (rolling back what was not committed). */
+  end(): Promise<void>;
+}
+
+/** Runs `sql` in an open transaction on `target` (PostgreSQL), held until `commit`. */
+export async function holdInTransaction(
+  target: TestDatabase,
+  sql: string,
+  params: unknown[],
+): Promise<Holder> {
+  const client = new pg.Client({ connectionString: target.url, options: `-c search_path=${target.schema}` });
+  await client.connect();
+  await client.query('BEGIN');
+  await client.query(sql, params);
+  const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+  const pid = rows[0]!.pid;
+  return {
+    waitingBehind: async (n, what) => {
+      await eventually(async () => {
+        const waiting = await client.query<{ n: number }>(
+          `WITH RECURSIVE w AS (
+             SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))
+             UNION SELECT a.pid FROM pg_stat_activity a JOIN w ON w.pid = ANY(pg_blocking_pids(a.pid))
+           ) SELECT count(*)::int AS n FROM w`,
+          [pid],
+        );
+        return waiting.rows[0]!.n === n;
+      }, what);
+    },
+    commit: async () => void (await client.query('COMMIT')),
+    end: () => client.end(),
+  };
+}

@@ -33,6 +33,27 @@ describe.each(DATABASES)('alert-rule notifications on %s', (db) => {
 
   const send = (ts: number, value: number, type?: string) => sendSettled(w, ts, value, type);
 
+  /** A rule "Fridge" on `channel`: critical above 8 after `delayMin`, the user told after `afterMin`. */
+  async function fridgeRule(channel: string, delayMin: number, afterMin: number): Promise<string> {
+    const rule = await w.t.http.post(
+      '/v1/alert-rules',
+      {
+        name: 'Fridge',
+        channel_ids: [channel],
+        conditions: [{ type: 'above', value: 8, delay_min: delayMin, severity: 'critical' }],
+        notify: { steps: [{ after_min: afterMin, user_ids: [w.user.userId] }] },
+      },
+      { token: w.user.token },
+    );
+    expect(rule.status).toBe(201);
+    return rule.json.id as string;
+  }
+
+  /** The channel's events, withdrawn ones included. */
+  const eventsOf = async (channel: string) =>
+    (await w.t.http.get(`/v1/events?channel_id=${channel}&include_withdrawn=true`, { token: w.user.token }))
+      .json.data;
+
   /** A chat service stand-in: records every post; `refuse` answers 503 to the first post on a path. */
   async function chatServer(refuse: string[] = []): Promise<{ base: string; received: Received[] }> {
     const received: Received[] = [];
@@ -197,22 +218,10 @@ describe.each(DATABASES)('alert-rule notifications on %s', (db) => {
     // every other job of the queue.
     w = await rulesWorld(db);
     const channel = await send(T0, 3);
-    const rule = await w.t.http.post(
-      '/v1/alert-rules',
-      {
-        name: 'Fridge',
-        channel_ids: [channel],
-        conditions: [{ type: 'above', value: 8, delay_min: 10, severity: 'critical' }],
-        notify: { steps: [{ after_min: 30, user_ids: [w.user.userId] }] },
-      },
-      { token: w.user.token },
-    );
-    expect(rule.status).toBe(201);
+    await fridgeRule(channel, 10, 30);
     await send(T0 + MINUTE, 9);
     await send(T0 + 12 * MINUTE, 9);
-    const events = async () =>
-      (await w.t.http.get(`/v1/events?channel_id=${channel}&include_withdrawn=true`, { token: w.user.token }))
-        .json.data;
+    const events = () => eventsOf(channel);
     expect((await events()).map((e: { state: string }) => e.state)).toEqual(['open']);
     // A gateway's backlog arrives: back in range at 10:06, so neither excursion lasted 10 minutes.
     await send(T0 + 13 * MINUTE, 3);
@@ -234,17 +243,7 @@ describe.each(DATABASES)('alert-rule notifications on %s', (db) => {
   it('keeps an alarm opened meanwhile when a pass that began before it evaluates the channel later', async () => {
     w = await rulesWorld(db);
     const channel = await send(T0, 3);
-    const rule = await w.t.http.post(
-      '/v1/alert-rules',
-      {
-        name: 'Fridge',
-        channel_ids: [channel],
-        conditions: [{ type: 'above', value: 8, delay_min: 30, severity: 'critical' }],
-        notify: { steps: [{ after_min: 0, user_ids: [w.user.userId] }] },
-      },
-      { token: w.user.token },
-    );
-    expect(rule.status).toBe(201);
+    const ruleId = await fridgeRule(channel, 30, 0);
     await send(T0 + MINUTE, 9);
     w.clock.set(T0 + 32 * MINUTE);
     await settleAlerts(w);
@@ -256,10 +255,7 @@ describe.each(DATABASES)('alert-rule notifications on %s', (db) => {
     // a chunk of a pass that took its time at 10:20, before the alarm began
     await w.t.cloud.services.alertEngine.evaluate([seq], T0 + 20 * MINUTE);
     await settleAlerts(w);
-    const events = (
-      await w.t.http.get(`/v1/events?channel_id=${channel}&include_withdrawn=true`, { token: w.user.token })
-    ).json.data;
-    const ofRule = events.filter((e: { rule_id?: string }) => e.rule_id === rule.json.id);
+    const ofRule = (await eventsOf(channel)).filter((e: { rule_id?: string }) => e.rule_id === ruleId);
     expect(
       ofRule.map((e: { state: string; withdrawn_at: string | null }) => [e.state, e.withdrawn_at]),
     ).toEqual([['open', null]]);

@@ -1,7 +1,6 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
-import pg from 'pg';
 import { DATABASES } from '../../helpers/databases.ts';
-import { eventually } from '../../helpers/eventually.ts';
+import { holdInTransaction, type Holder } from '../../helpers/row-locks.ts';
 import { at, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
 
 /**
@@ -13,7 +12,7 @@ import { at, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
 if (DATABASES.includes('postgres'))
   describe('acknowledging while the engine ends the alarm, on PostgreSQL', () => {
     let w: RulesWorld;
-    let holder: pg.Client | undefined;
+    let holder: Holder | undefined;
     afterEach(async () => {
       await holder?.end();
       holder = undefined;
@@ -29,30 +28,18 @@ if (DATABASES.includes('postgres'))
       const [event] = await w.events();
       expect(event.state).toBe('open');
 
-      holder = new pg.Client({
-        connectionString: w.t.database.url,
-        options: `-c search_path=${w.t.database.schema}`,
-      });
-      await holder.connect();
-      await holder.query('BEGIN');
-      await holder.query('UPDATE alarm_events SET ended_at = $2, updated_at = $2 WHERE id = $1', [
-        event.id,
-        T0 + 40 * MINUTE,
-      ]);
-      const { rows } = await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      holder = await holdInTransaction(
+        w.t.database,
+        'UPDATE alarm_events SET ended_at = $2, updated_at = $2 WHERE id = $1',
+        [event.id, T0 + 40 * MINUTE],
+      );
       const acknowledged = w.t.http.post(
         `/v1/events/${event.id}/ack`,
         { note: 'on it' },
         { token: w.user.token },
       );
-      await eventually(async () => {
-        const waiting = await holder!.query<{ n: number }>(
-          'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))',
-          [rows[0]!.pid],
-        );
-        return waiting.rows[0]!.n === 1;
-      }, 'the acknowledgement to wait for the engine');
-      await holder.query('COMMIT');
+      await holder.waitingBehind(1, 'the acknowledgement to wait for the engine');
+      await holder.commit();
       const answer = await acknowledged;
       expect(answer.status).toBe(200);
       expect(answer.json).toMatchObject({

@@ -1,10 +1,9 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
-import pg from 'pg';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
-import { eventually } from '../../helpers/eventually.ts';
 import { auditOf, createDevice, createSite } from '../../helpers/fixtures.ts';
 import type { Answer as HttpAnswer } from '../../helpers/http.ts';
+import { holdInTransaction, type Holder } from '../../helpers/row-locks.ts';
 
 /**
  * A site delete and a write that puts something on the site (a new device, a device created by an
@@ -19,7 +18,7 @@ if (DATABASES.includes('postgres'))
   describe('site delete racing a write onto the site, on PostgreSQL', () => {
     let t: TestCloud;
     let user: SignedIn;
-    let holder: pg.Client | undefined;
+    let holder: Holder | undefined;
     afterEach(async () => {
       await holder?.end();
       holder = undefined;
@@ -35,33 +34,14 @@ if (DATABASES.includes('postgres'))
       };
     }
 
-    /** Holds the account's audit chain head in a transaction of the test's own; answers its pid. */
-    async function holdAudit(): Promise<number> {
-      holder = new pg.Client({
-        connectionString: t.database.url,
-        options: `-c search_path=${t.database.schema}`,
-      });
-      await holder.connect();
-      await holder.query('BEGIN');
-      await holder.query('SELECT 1 FROM audit_chain_heads WHERE account_id = $1 FOR UPDATE', [
-        user.accountId,
-      ]);
-      const { rows } = await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-      return rows[0]!.pid;
-    }
-
-    /** Resolves once `n` sessions wait on the holder, directly or behind one that does. */
-    async function waitingBehind(pid: number, n: number): Promise<void> {
-      await eventually(async () => {
-        const { rows } = await holder!.query<{ n: number }>(
-          `WITH RECURSIVE w AS (
-             SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))
-             UNION SELECT a.pid FROM pg_stat_activity a JOIN w ON w.pid = ANY(pg_blocking_pids(a.pid))
-           ) SELECT count(*)::int AS n FROM w`,
-          [pid],
-        );
-        return rows[0]!.n === n;
-      }, `${n} sessions to wait behind the audit head`);
+    /** Holds the account's audit chain head in a transaction of the test's own. */
+    async function holdAudit(): Promise<Holder> {
+      holder = await holdInTransaction(
+        t.database,
+        'SELECT 1 FROM audit_chain_heads WHERE account_id = $1 FOR UPDATE',
+        [user.accountId],
+      );
+      return holder;
     }
 
     /** Runs `write` and a delete of `siteId` as described above; answers both answers. */
@@ -69,12 +49,12 @@ if (DATABASES.includes('postgres'))
       siteId: string,
       write: () => Promise<HttpAnswer>,
     ): Promise<{ written: HttpAnswer; deleted: HttpAnswer }> {
-      const pid = await holdAudit();
+      const held = await holdAudit();
       const written = write();
-      await waitingBehind(pid, 1);
+      await held.waitingBehind(1, 'the write to wait behind the audit head');
       const deleted = t.http.delete(`/v1/sites/${siteId}`, { token: user.token });
-      await waitingBehind(pid, 2);
-      await holder!.query('COMMIT');
+      await held.waitingBehind(2, 'the delete to wait too');
+      await held.commit();
       return { written: await written, deleted: await deleted };
     }
 
@@ -189,12 +169,12 @@ if (DATABASES.includes('postgres'))
 
     it.each(writes)('%s that comes second finds the site gone', async (_, write) => {
       const { cellar } = await start();
-      const pid = await holdAudit();
+      const held = await holdAudit();
       const deleted = t.http.delete(`/v1/sites/${cellar}`, { token: user.token });
-      await waitingBehind(pid, 1);
+      await held.waitingBehind(1, 'the delete to wait behind the audit head');
       const written = write(cellar);
-      await waitingBehind(pid, 2);
-      await holder!.query('COMMIT');
+      await held.waitingBehind(2, 'the write to wait too');
+      await held.commit();
       expect((await deleted).status).toBe(204);
       const refused = await written;
       expect([refused.status, refused.json.error.code]).toEqual([404, 'site_not_found']);

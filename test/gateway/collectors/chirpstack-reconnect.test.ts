@@ -7,7 +7,7 @@ import { chirpstackUpJson } from '../../../hardware/emulators/lorawan-webhook.ts
 import { ChirpstackCollector } from '../../../gateway/src/collectors/chirpstack/chirpstack.collector.ts';
 import { systemClock } from '../../../gateway/src/clock.ts';
 import { createLogger } from '../../../gateway/src/logger.ts';
-import { ReadingRefused, type Reading } from '../../../gateway/src/reading.ts';
+import { ReadingRefused, type Reading, type ReadingSink } from '../../../gateway/src/reading.ts';
 import { GatewayStatus } from '../../../gateway/src/status.ts';
 import { until } from '../helpers/gateway.ts';
 
@@ -21,57 +21,76 @@ afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!();
 });
 
+/**
+ * An aedes broker on 127.0.0.1, port 0, closed after the test. `hangUp` answers, per connection
+ * in order, whether to hang up at once (a broker refusing connections). Answers the broker, its port
+ * and the arrival time of every connection.
+ */
+async function startBroker(hangUp: () => boolean = () => false) {
+  const broker = await Aedes.createBroker();
+  const arrivals: number[] = [];
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    arrivals.push(performance.now());
+    if (hangUp()) {
+      socket.destroy();
+      return;
+    }
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    broker.handle(socket);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  cleanups.push(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await new Promise<void>((resolve) => broker.close(() => resolve()));
+  });
+  return { broker, sockets, arrivals, port: (server.address() as AddressInfo).port };
+}
+
+/** A started subscriber of application `applicationId` on `port`, with every wait at its ceiling. */
+async function startCollector(
+  port: number,
+  sink: ReadingSink,
+  options: { applicationId: string; minMs: number; maxMs: number },
+) {
+  const counters = new GatewayStatus().collector('chirpstack');
+  const collector = new ChirpstackCollector({
+    sink,
+    clock: systemClock,
+    log: createLogger('error', new Writable({ write: (_c, _e, done) => done() })),
+    counters,
+    gatewayId: 'gw-test',
+    // The top of each jitter range: every wait is exactly its ceiling.
+    random: () => 1,
+    config: {
+      enabled: true,
+      url: `mqtt://127.0.0.1:${port}`,
+      application_id: options.applicationId,
+      encoding: 'auto',
+      reconnect_min_ms: options.minMs,
+      reconnect_max_ms: options.maxMs,
+      devices: {},
+      default_decoder: 'none',
+    },
+  });
+  cleanups.push(() => collector.stop());
+  await collector.start(new AbortController().signal);
+  return counters;
+}
+
+const acceptAll: ReadingSink = {
+  accept: () => Promise.resolve(),
+  deviceInfo: () => Promise.resolve(),
+  deviceState: () => Promise.resolve(),
+};
+
 describe('ChirpStack subscriber reconnects', () => {
   it('waits an exponential backoff between attempts, reset by a successful connect', async () => {
-    const broker = await Aedes.createBroker();
-    const arrivals: number[] = [];
-    const sockets = new Set<net.Socket>();
     let refuse = 4;
-    const server = net.createServer((socket) => {
-      arrivals.push(performance.now());
-      if (refuse > 0) {
-        refuse--;
-        socket.destroy();
-        return;
-      }
-      sockets.add(socket);
-      socket.on('close', () => sockets.delete(socket));
-      broker.handle(socket);
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-    cleanups.push(async () => {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      await new Promise<void>((resolve) => broker.close(() => resolve()));
-    });
-
-    const status = new GatewayStatus();
-    const counters = status.collector('chirpstack');
-    const collector = new ChirpstackCollector({
-      sink: {
-        accept: () => Promise.resolve(),
-        deviceInfo: () => Promise.resolve(),
-        deviceState: () => Promise.resolve(),
-      },
-      clock: systemClock,
-      log: createLogger('warn', new Writable({ write: (_c, _e, done) => done() })),
-      counters,
-      gatewayId: 'gw-test',
-      // The top of each jitter range: every wait is exactly its ceiling.
-      random: () => 1,
-      config: {
-        enabled: true,
-        url: `mqtt://127.0.0.1:${(server.address() as AddressInfo).port}`,
-        application_id: '+',
-        encoding: 'auto',
-        reconnect_min_ms: 100,
-        reconnect_max_ms: 400,
-        devices: {},
-        default_decoder: 'none',
-      },
-    });
-    cleanups.push(() => collector.stop());
-    await collector.start(new AbortController().signal);
+    const { sockets, arrivals, port } = await startBroker(() => refuse-- > 0);
+    const counters = await startCollector(port, acceptAll, { applicationId: '+', minMs: 100, maxMs: 400 });
 
     await until(() => counters.state === 'connected', 'the fifth attempt to connect', 10_000);
     expect(arrivals).toHaveLength(5);
@@ -97,35 +116,18 @@ describe('ChirpStack subscriber reconnects', () => {
     // An MQTT 3.1.1 broker sends an unacknowledged message again only on a new connection; kept
     // open without a PUBACK, the uplink would never come back (and a full in-flight window would
     // stop every later one).
-    const broker = await Aedes.createBroker();
-    const sockets = new Set<net.Socket>();
-    let connections = 0;
-    const arrivals: number[] = [];
-    const server = net.createServer((socket) => {
-      connections++;
-      arrivals.push(performance.now());
-      sockets.add(socket);
-      socket.on('close', () => sockets.delete(socket));
-      broker.handle(socket);
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-    cleanups.push(async () => {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      await new Promise<void>((resolve) => broker.close(() => resolve()));
-    });
+    const { broker, arrivals, port } = await startBroker();
     const subscribed = new Promise<void>((resolve) =>
       broker.on('subscribe', (subs) => {
         if (subs.some((s) => s.topic.startsWith('application/'))) resolve();
       }),
     );
-
-    const status = new GatewayStatus();
-    const counters = status.collector('chirpstack');
     let refusals = 2;
     const accepted: Reading[] = [];
-    const collector = new ChirpstackCollector({
-      sink: {
+    const counters = await startCollector(
+      port,
+      {
+        ...acceptAll,
         accept: (reading) => {
           if (refusals > 0) {
             refusals--;
@@ -134,27 +136,9 @@ describe('ChirpStack subscriber reconnects', () => {
           accepted.push(reading);
           return Promise.resolve();
         },
-        deviceInfo: () => Promise.resolve(),
-        deviceState: () => Promise.resolve(),
       },
-      clock: systemClock,
-      log: createLogger('error', new Writable({ write: (_c, _e, done) => done() })),
-      counters,
-      gatewayId: 'gw-test',
-      random: () => 1,
-      config: {
-        enabled: true,
-        url: `mqtt://127.0.0.1:${(server.address() as AddressInfo).port}`,
-        application_id: 'app-1',
-        encoding: 'auto',
-        reconnect_min_ms: 50,
-        reconnect_max_ms: 200,
-        devices: {},
-        default_decoder: 'none',
-      },
-    });
-    cleanups.push(() => collector.stop());
-    await collector.start(new AbortController().signal);
+      { applicationId: 'app-1', minMs: 50, maxMs: 200 },
+    );
     await subscribed;
 
     const time = Date.UTC(2026, 10, 29, 12, 0, 0);
@@ -179,7 +163,7 @@ describe('ChirpStack subscriber reconnects', () => {
     await until(() => accepted.length === 1, 'the uplink accepted after two refusals', 10_000);
     expect(accepted[0]).toMatchObject({ device: 'a84041000181c0de', ts: time * 1000 });
     expect(counters.refused).toBe(2);
-    expect(connections).toBe(3);
+    expect(arrivals).toHaveLength(3);
     // A refusal that lasts backs off as a lost connection does (ceilings 50, then 100 ms), not at
     // the minimum each time.
     expect(arrivals[2]! - arrivals[1]!).toBeGreaterThanOrEqual(95);
