@@ -1,7 +1,6 @@
-import { afterEach, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { DATABASES } from '../../helpers/databases.ts';
-import { holdInTransaction, type Holder } from '../../helpers/row-locks.ts';
-import { at, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
+import { at, MINUTE, raceEachTest, T0 } from '../rules/world.ts';
 
 /**
  * An acknowledgement committed just after the rule engine ended the alarm (PostgreSQL: the engine's
@@ -11,16 +10,10 @@ import { at, MINUTE, rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
 // Registered where PostgreSQL is (TEST_DATABASE_URL; CI always sets it). SQLite has one writer.
 if (DATABASES.includes('postgres'))
   describe('acknowledging while the engine ends the alarm, on PostgreSQL', () => {
-    let w: RulesWorld;
-    let holder: Holder | undefined;
-    afterEach(async () => {
-      await holder?.end();
-      holder = undefined;
-      await w?.t.stop();
-    });
+    const race = raceEachTest();
 
     it('answers the event as the engine left it', async () => {
-      w = await rulesWorld('postgres');
+      const w = await race.world();
       await w.send(T0, 3);
       w.clock.set(T0 + 5 * MINUTE);
       await w.send(T0 + 5 * MINUTE, 9);
@@ -28,11 +21,10 @@ if (DATABASES.includes('postgres'))
       const [event] = await w.events();
       expect(event.state).toBe('open');
 
-      holder = await holdInTransaction(
-        w.t.database,
-        'UPDATE alarm_events SET ended_at = $2, updated_at = $2 WHERE id = $1',
-        [event.id, T0 + 40 * MINUTE],
-      );
+      const holder = await race.hold('UPDATE alarm_events SET ended_at = $2, updated_at = $2 WHERE id = $1', [
+        event.id,
+        T0 + 40 * MINUTE,
+      ]);
       const acknowledged = w.t.http.post(
         `/v1/events/${event.id}/ack`,
         { note: 'on it' },

@@ -1,3 +1,4 @@
+import { afterEach } from '@jest/globals';
 import fs from 'node:fs';
 import path from 'node:path';
 import { ManualClock } from '../../../cloud/src/clock.ts';
@@ -5,6 +6,7 @@ import { formatSeconds } from '../../../shared/time.ts';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
 import type { DbKind } from '../../helpers/databases.ts';
 import { createDevice, createSite, type CreatedDevice } from '../../helpers/fixtures.ts';
+import { holdInTransaction, type Holder } from '../../helpers/row-locks.ts';
 
 export const T0 = Date.UTC(2026, 0, 5, 10, 0, 0) * 1000;
 export const MINUTE = 60 * 1_000_000;
@@ -120,4 +122,25 @@ export async function rulesWorld(
 /** Alarm mails only (the sign-in mail of signUp is in the outbox too). */
 export function alarmMails(mails: string[]): string[] {
   return mails.filter((m) => !/^Subject: Your sign-in code/m.test(m));
+}
+
+/**
+ * For a race on PostgreSQL: a world per test and a transaction of the test's own on its database,
+ * held while the test's request waits behind it; both closed after the test.
+ */
+export function raceEachTest(): {
+  world(): Promise<RulesWorld>;
+  hold(sql: string, params: unknown[]): Promise<Holder>;
+} {
+  let w: RulesWorld | undefined;
+  let holder: Holder | undefined;
+  afterEach(async () => {
+    await holder?.end();
+    await w?.t.stop();
+    holder = w = undefined;
+  });
+  return {
+    world: async () => (w = await rulesWorld('postgres')),
+    hold: async (sql, params) => (holder = await holdInTransaction(w!.t.database, sql, params)),
+  };
 }

@@ -1,7 +1,6 @@
-import { afterEach, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { DATABASES } from '../../helpers/databases.ts';
-import { holdInTransaction, type Holder } from '../../helpers/row-locks.ts';
-import { rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
+import { raceEachTest, T0 } from '../rules/world.ts';
 
 /**
  * Two threshold changes of one sensor at once (PostgreSQL). Each writes the whole rule; one built
@@ -10,22 +9,14 @@ import { rulesWorld, T0, type RulesWorld } from '../rules/world.ts';
 // Registered where PostgreSQL is (TEST_DATABASE_URL; CI always sets it). SQLite has one writer.
 if (DATABASES.includes('postgres'))
   describe('threshold changes at once, on PostgreSQL', () => {
-    let w: RulesWorld;
-    let holder: Holder | undefined;
-    afterEach(async () => {
-      await holder?.end();
-      holder = undefined;
-      await w?.t.stop();
-    });
+    const race = raceEachTest();
 
     it('keeps both: the second reads the rule after the first committed', async () => {
-      w = await rulesWorld('postgres');
+      const w = await race.world();
       const channel = await w.send(T0, 3);
       const sensor = await w.sensor(channel);
       // The first change, committing: a higher top of the range.
-      holder = await holdInTransaction(w.t.database, 'UPDATE sensors SET ok_max = 6 WHERE id = $1', [
-        sensor.id,
-      ]);
+      const holder = await race.hold('UPDATE sensors SET ok_max = 6 WHERE id = $1', [sensor.id]);
       const second = w.t.http.patch(`/v1/sensors/${sensor.id}`, { grace_min: 10 }, { token: w.user.token });
       await holder.waitingBehind(1, 'the second change to wait for the first');
       await holder.commit();
