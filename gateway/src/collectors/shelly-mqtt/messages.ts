@@ -13,7 +13,15 @@ import { validateMeasurement, type ValidMeasurement } from '../../../../shared/i
  * - First generation: `shellies/<id>/sensor/temperature|humidity|battery` and `shellies/<id>/online`.
  */
 export type ShellyMessage =
-  | { kind: 'reading'; device: string; ts: number | null; measurements: ValidMeasurement[]; viaRpc: boolean }
+  | {
+      kind: 'reading';
+      device: string;
+      ts: number | null;
+      measurements: ValidMeasurement[];
+      viaRpc: boolean;
+      /** The topic prefix it came under (a NotifyStatus names its device by `src`, which may differ). */
+      prefix: string;
+    }
   | { kind: 'online'; device: string; online: boolean }
   | { kind: 'rpc-response'; device: string; id: unknown; result: Record<string, unknown> }
   | { kind: 'ignored'; why: string };
@@ -82,7 +90,7 @@ export function parseShellyMessage(topic: string, payload: Buffer, rpcSource: st
   if (parts.length === 3 && parts[1] === 'status') {
     const measurements = componentMeasurements(parts[2]!, parseJson(payload));
     if (measurements.length === 0) return { kind: 'ignored', why: `no reading in ${parts[2]}` };
-    return { kind: 'reading', device, ts: null, measurements, viaRpc: false };
+    return { kind: 'reading', device, ts: null, measurements, viaRpc: false, prefix: device };
   }
   if (parts.length === 3 && parts[1] === 'events' && parts[2] === 'rpc') {
     const frame = parseJson(payload);
@@ -100,7 +108,7 @@ export function parseShellyMessage(topic: string, payload: Buffer, rpcSource: st
     if (measurements.length === 0) return { kind: 'ignored', why: 'notification without readings' };
     const ts =
       typeof params.ts === 'number' && Number.isFinite(params.ts) ? Math.round(params.ts * 1e6) : null;
-    return { kind: 'reading', device: from, ts, measurements, viaRpc: true };
+    return { kind: 'reading', device: from, ts, measurements, viaRpc: true, prefix: device };
   }
   // An answer to our own RPC request (`<rpcSource>/rpc`), e.g. Shelly.GetDeviceInfo.
   if (topic === `${rpcSource}/rpc`) {
@@ -129,6 +137,7 @@ function parseGen1(parts: string[], payload: Buffer): ShellyMessage {
       ts: null,
       measurements: [validateMeasurement({ type: kind, value }, parts[3]!)],
       viaRpc: false,
+      prefix: device,
     };
   }
   return { kind: 'ignored', why: `topic ${parts.join('/')}` };

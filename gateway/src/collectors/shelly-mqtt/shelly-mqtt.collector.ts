@@ -31,6 +31,11 @@ export class ShellyMqttCollector implements Collector {
   private readonly seen = new Set<string>();
   /** Devices that send NotifyStatus (with their own time): their plain status topics are redundant. */
   private readonly rpcDevices = new Set<string>();
+  /**
+   * A custom topic prefix → the device (`src`) its NotifyStatus names: its plain status topics and
+   * `online` are that device's, not a second device named after the prefix.
+   */
+  private readonly prefixes = new Map<string, string>();
   private rpcId = 0;
 
   constructor(private readonly deps: CollectorDeps & { config: ShellyMqttConfig }) {}
@@ -114,8 +119,12 @@ export class ShellyMqttCollector implements Collector {
     const { sink, clock, counters, log } = this.deps;
     switch (message.kind) {
       case 'reading': {
-        if (message.viaRpc) this.rpcDevices.add(message.device);
-        else if (this.rpcDevices.has(message.device)) return; // the same value came with the device's time
+        if (message.viaRpc) {
+          this.rpcDevices.add(message.device);
+          if (message.prefix !== message.device) this.prefixes.set(message.prefix, message.device);
+        } else if (this.rpcDevices.has(message.device) || this.prefixes.has(message.device)) {
+          return; // the same value came with the device's time
+        }
         const first = !this.seen.has(message.device);
         // On first sight the model goes first (same commit), so the cloud creates the device with it.
         await Promise.all([
@@ -125,24 +134,25 @@ export class ShellyMqttCollector implements Collector {
         counters.accepted++;
         if (first) {
           this.seen.add(message.device);
-          this.requestDeviceInfo(message.device);
+          this.requestDeviceInfo(message.prefix);
         }
         return;
       }
       case 'online': {
-        const first = !this.seen.has(message.device);
+        const device = this.prefixes.get(message.device) ?? message.device;
+        const first = !this.seen.has(device);
         await Promise.all([
-          first ? sink.deviceInfo({ device: message.device, model: shellyModel(message.device) }) : null,
+          first ? sink.deviceInfo({ device, model: shellyModel(device) }) : null,
           sink.deviceState({
-            device: message.device,
+            device,
             status: message.online ? 'online' : 'offline',
             at: clock.nowMicros(),
             ...(message.online ? {} : { reason: 'device last-will' }),
           }),
         ]);
         if (message.online) {
-          this.seen.add(message.device);
-          this.requestDeviceInfo(message.device);
+          this.seen.add(device);
+          this.requestDeviceInfo(message.device); // asked where it listens: under its prefix
         }
         return;
       }
