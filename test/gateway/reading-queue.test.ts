@@ -179,4 +179,27 @@ describe('ReadingQueue.reject', () => {
     expect(queue.depth).toBe(1);
     expect(queue.peek(0, 10).map((r) => r.id)).toEqual([kept!.id]);
   });
+
+  it('sends a row again after a reopen when its move to dead_letters never succeeded', async () => {
+    openQueue();
+    await queue.append({
+      device: 'd1',
+      kind: 'reading',
+      ts: Date.now() * 1000,
+      body: '[{"type":"temperature","value":1}]',
+    });
+    const [refused] = queue.peek(0, 1);
+    const other = new Database(path.join(dir, 'buffer.db'));
+    const ddl = (
+      other.prepare("SELECT sql FROM sqlite_master WHERE name = 'dead_letters'").get() as { sql: string }
+    ).sql;
+    other.exec('DROP TABLE dead_letters');
+    queue.reject([refused!.id], 0x99, 'payload format invalid');
+    queue.close();
+    other.exec(ddl);
+    other.close();
+    // As after a restart: the row is sent again (and refused again, then moved).
+    queue.open();
+    expect(queue.peek(0, 10).map((r) => r.id)).toEqual([refused!.id]);
+  });
 });

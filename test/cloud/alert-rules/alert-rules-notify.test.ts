@@ -240,6 +240,26 @@ describe.each(DATABASES)('alert-rule notifications on %s', (db) => {
     expect(waiting).toEqual([]);
   });
 
+  it('stops waiting to tell "Resolved" when the opening failed for good (a day overdue)', async () => {
+    w = await rulesWorld(db);
+    const channel = await send(T0, 3);
+    await fridgeRule(channel, 0, 0);
+    await send(T0 + MINUTE, 9);
+    // As if the opening's job had run out of attempts without sending: notify_n stays 0.
+    const { db: store } = w.t.cloud.services;
+    await store.updateTable('alert_events').set({ notify_n: 0 }).execute();
+    await send(T0 + 2 * MINUTE, 3);
+    w.clock.set(T0 + 2 * MINUTE + 25 * 60 * MINUTE);
+    await settleAlerts(w);
+    const waiting = await store
+      .selectFrom('jobs')
+      .select('kind')
+      .where('done_at', 'is', null)
+      .where('kind', '=', 'alert.resolved')
+      .execute();
+    expect(waiting).toEqual([]);
+  });
+
   it('keeps an alarm opened meanwhile when a pass that began before it evaluates the channel later', async () => {
     w = await rulesWorld(db);
     const channel = await send(T0, 3);
