@@ -1,8 +1,16 @@
+import type { ExpressionBuilder, UpdateObject } from 'kysely';
 import type { Db } from '../storage/database.ts';
 import { keysetPage, type PageRequest } from '../storage/keyset.ts';
 import type { Tables } from '../storage/schema.ts';
 
 export type SiteRow = Tables['sites'];
+
+/** What an update of a site sets: values, or values made from the row's own columns. */
+type SiteUpdate =
+  UpdateObject<Tables, 'sites'> | ((eb: ExpressionBuilder<Tables, 'sites'>) => UpdateObject<Tables, 'sites'>);
+
+/** An update that changes nothing: it takes the row's lock (PostgreSQL) for the transaction. */
+const UNCHANGED = (eb: ExpressionBuilder<Tables, 'sites'>) => ({ deleted_at: eb.ref('deleted_at') });
 
 export class SitesRepository {
   async insert(db: Db, row: SiteRow): Promise<void> {
@@ -20,14 +28,15 @@ export class SitesRepository {
   }
 
   /**
-   * `find` for a transaction that puts something on the site (a device, a move into it): the row is
-   * also locked until the transaction ends, so a concurrent delete, which locks it first, either
-   * waits and then sees what was put there, or has committed and this answers undefined.
+   * `find` for a transaction that puts something on the site (a device, a move into it, an
+   * integration, a bridge, a report schedule, an alert rule): the row is also locked until the
+   * transaction ends, so a concurrent delete, which locks it first, either waits and then sees what
+   * was put there, or has committed and this answers undefined.
    */
   async hold(db: Db, accountId: string, id: string): Promise<SiteRow | undefined> {
     return db
       .updateTable('sites')
-      .set((eb) => ({ deleted_at: eb.ref('deleted_at') }))
+      .set(UNCHANGED)
       .where('id', '=', id)
       .where('account_id', '=', accountId)
       .where('deleted_at', 'is', null)
@@ -46,13 +55,7 @@ export class SitesRepository {
 
   /** Changes a live site; false when it was deleted (meanwhile). An empty patch holds the row. */
   async update(db: Db, id: string, patch: Partial<Pick<SiteRow, 'name' | 'timezone'>>): Promise<boolean> {
-    const result = await db
-      .updateTable('sites')
-      .set(Object.keys(patch).length === 0 ? (eb) => ({ deleted_at: eb.ref('deleted_at') }) : patch)
-      .where('id', '=', id)
-      .where('deleted_at', 'is', null)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows) === 1;
+    return this.setLive(db, id, Object.keys(patch).length === 0 ? UNCHANGED : patch);
   }
 
   async countLiveDevices(db: Db, siteId: string): Promise<number> {
@@ -87,9 +90,14 @@ export class SitesRepository {
    * a `hold` in flight finish first. False when the site was already deleted.
    */
   async delete(db: Db, id: string, now: number): Promise<boolean> {
+    return this.setLive(db, id, { deleted_at: now });
+  }
+
+  /** Updates the site unless it is deleted; false when it is. */
+  private async setLive(db: Db, id: string, set: SiteUpdate): Promise<boolean> {
     const result = await db
       .updateTable('sites')
-      .set({ deleted_at: now })
+      .set(set)
       .where('id', '=', id)
       .where('deleted_at', 'is', null)
       .executeTakeFirst();

@@ -44,8 +44,8 @@ class PortSession {
     const port = new SerialPort({ path: this.config.path, baudRate: this.config.baud_rate, autoOpen: false });
     const lines = port.pipe(new LineSplitter(MAX_LINE));
     lines.on('data', (line: string) => this.onLine(line));
-    lines.on('overlong', () => this.overlong());
-    lines.on('unended', () => this.unended());
+    lines.on('overlong', () => this.ignored({ maxLength: MAX_LINE }, 'serial line too long: ignored'));
+    lines.on('unended', () => this.ignored({}, 'serial line cut off by the port closing: ignored'));
     port.on('error', (err) =>
       this.log.warn({ path: this.config.path, err: err.message }, 'serial port error'),
     );
@@ -88,16 +88,11 @@ class PortSession {
     this.delay = Math.min(this.delay * 2, this.config.reopen_max_ms);
   }
 
-  private overlong(): void {
+  /** A line the splitter dropped: received, invalid, logged. */
+  private ignored(fields: Record<string, unknown>, msg: string): void {
     this.deps.counters.received++;
     this.deps.counters.invalid++;
-    this.log.info({ path: this.config.path, maxLength: MAX_LINE }, 'serial line too long: ignored');
-  }
-
-  private unended(): void {
-    this.deps.counters.received++;
-    this.deps.counters.invalid++;
-    this.log.info({ path: this.config.path }, 'serial line cut off by the port closing: ignored');
+    this.log.info({ path: this.config.path, ...fields }, msg);
   }
 
   private onLine(line: string): void {
