@@ -267,11 +267,7 @@ describe.each(DATABASES)('alert-rule notifications on %s', (db) => {
     await send(T0 + MINUTE, 9);
     w.clock.set(T0 + 32 * MINUTE);
     await settleAlerts(w);
-    const { seq } = await w.t.cloud.services.db
-      .selectFrom('sensors')
-      .select('seq')
-      .where('channel_id', '=', channel)
-      .executeTakeFirstOrThrow();
+    const seq = await w.seqOf(channel);
     // a chunk of a pass that took its time at 10:20, before the alarm began
     await w.t.cloud.services.alertEngine.evaluate([seq], T0 + 20 * MINUTE);
     await settleAlerts(w);

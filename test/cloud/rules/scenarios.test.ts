@@ -67,11 +67,7 @@ describe.each(DATABASES)('rule engine scenarios on %s', (db) => {
     await w.tickAt(T0 + 36 * MINUTE);
     const [opened] = await w.events();
     expect(opened.state).toBe('open');
-    const { seq } = await w.t.cloud.services.db
-      .selectFrom('sensors')
-      .select('seq')
-      .where('channel_id', '=', channel)
-      .executeTakeFirstOrThrow();
+    const seq = await w.seqOf(channel);
     await w.t.cloud.services.rules.evaluate([seq], T0 + 34 * MINUTE);
     await w.settle();
     const [after] = await w.t.http

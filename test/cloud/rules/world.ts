@@ -31,6 +31,8 @@ export interface RulesWorld {
   tickAt(micros: number): Promise<void>;
   events(query?: string): Promise<any[]>;
   sensor(channelId: string): Promise<any>;
+  /** The channel's sensor `seq`, the key the engines evaluate by. */
+  seqOf(channelId: string): Promise<number>;
   /** The mails written to the outbox so far (after the job queue ran), decoded. */
   outbox(): Promise<string[]>;
 }
@@ -92,6 +94,14 @@ export async function rulesWorld(
       const answer = await t.http.get(`/v1/events${query}`, { token: user.token });
       if (answer.status !== 200) throw new Error(`events: ${answer.status} ${answer.text}`);
       return answer.json.data;
+    },
+    async seqOf(channelId) {
+      const row = await t.cloud.services.db
+        .selectFrom('sensors')
+        .select('seq')
+        .where('channel_id', '=', channelId)
+        .executeTakeFirstOrThrow();
+      return row.seq;
     },
     async sensor(channelId) {
       let id = sensorIds.get(channelId);
