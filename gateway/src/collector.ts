@@ -30,10 +30,22 @@ export interface Collector {
   identify(device: string): Promise<IdentifyResult>;
 }
 
+/**
+ * What a collector learns about its devices and must still know after a restart (a Shelly topic
+ * prefix and the device it belongs to), kept in the buffer's file.
+ */
+export interface CollectorMemory {
+  /** Everything this collector remembered, read when it starts. */
+  recall(): Map<string, string>;
+  /** Keeps `key → value` durably; a failed write is logged, and the value is kept in memory only. */
+  remember(key: string, value: string): void;
+}
+
 /** What every collector is given. */
 export interface CollectorDeps {
   sink: ReadingSink;
   clock: Clock;
   log: Logger;
   counters: CollectorCounters;
+  memory: CollectorMemory;
 }

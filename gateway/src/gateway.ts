@@ -82,6 +82,10 @@ export class Gateway {
       clock,
       log: log.child({ module: `collector:${name}` }),
       counters: this.status.collector(name),
+      memory: {
+        recall: () => this.queue.recall(name),
+        remember: (key, value) => void this.queue.remember(name, key, value),
+      },
     });
     this.uplink = new Uplink({
       config: config.uplink,

@@ -9,6 +9,7 @@ import { ReadingQueue } from '../../gateway/src/buffer/reading-queue.ts';
 import { wallClock, type Clock } from '../../gateway/src/clock.ts';
 import { createLogger } from '../../gateway/src/logger.ts';
 import { tempDir } from '../helpers/databases.ts';
+import { noMemory } from './helpers/gateway.ts';
 
 const BOOT = Date.UTC(2026, 10, 20, 6, 0, 0); // what a Pi without a battery clock last saved
 const SYNCED = Date.UTC(2026, 10, 29, 14, 0, 0); // what NTP says once the network is up
@@ -130,6 +131,7 @@ describe('a Shelly report while the clock reads before 2000', () => {
       clock,
       log: createLogger('error', new Writable({ write: (_c, _e, done) => done() })),
       counters: new GatewayStatus().collector('shelly-http'),
+      memory: noMemory,
     });
     await collector.start(new AbortController().signal);
     try {

@@ -57,6 +57,13 @@ CREATE TABLE IF NOT EXISTS dead_letters (
   reason TEXT NOT NULL,
   rejected_at INTEGER NOT NULL
 );
+-- What collectors learn about their devices and must know after a restart (CollectorMemory).
+CREATE TABLE IF NOT EXISTS collector_memory (
+  collector TEXT NOT NULL,
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY (collector, key)
+) WITHOUT ROWID;
 `;
 
 /** How long a failed batch of deletes waits before it is tried again. */
@@ -84,6 +91,8 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
     oldest: Database.Statement<[number]>;
     deadLetter: Database.Statement<[number, string, number, number]>;
     deadCount: Database.Statement<[]>;
+    recall: Database.Statement<[string]>;
+    remember: Database.Statement<[string, string, string]>;
   } | null = null;
   private pendingAppends: PendingAppend[] = [];
   /** Rows the cloud acknowledged whose delete waits for the next batch: no longer in the queue. */
@@ -131,6 +140,11 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
          SELECT device, kind, ts, body, ?, ?, ? FROM outbox WHERE id = ?`,
       ),
       deadCount: db.prepare('SELECT count(*) AS n FROM dead_letters'),
+      recall: db.prepare('SELECT key, value FROM collector_memory WHERE collector = ?'),
+      remember: db.prepare(
+        `INSERT INTO collector_memory (collector, key, value) VALUES (?, ?, ?)
+         ON CONFLICT (collector, key) DO UPDATE SET value = excluded.value`,
+      ),
     };
     this.db = db;
     this.count = (db.prepare('SELECT count(*) AS n FROM outbox').get() as { n: number }).n;
@@ -311,6 +325,24 @@ export class ReadingQueue extends EventEmitter<{ appended: [] }> {
     const skipped = this.pendingDeletes.size + this.pendingRejects.size;
     const rows = this.statements.oldest.all(skipped + 1) as { id: number; ts: number }[];
     return rows.find((r) => !this.pendingDeletes.has(r.id) && !this.pendingRejects.has(r.id))?.ts ?? null;
+  }
+
+  /** What `collector` remembered (CollectorMemory); empty while the buffer is closed. */
+  recall(collector: string): Map<string, string> {
+    const rows = (this.statements?.recall.all(collector) ?? []) as { key: string; value: string }[];
+    return new Map(rows.map((r) => [r.key, r.value]));
+  }
+
+  /** Keeps one fact of `collector`'s in its own committed write; false when it could not be written. */
+  remember(collector: string, key: string, value: string): boolean {
+    if (!this.statements) return false;
+    try {
+      this.statements.remember.run(collector, key, value);
+      return true;
+    } catch (err) {
+      this.options.log.error({ err, collector, key }, 'could not write what the collector learned');
+      return false;
+    }
   }
 
   /** Writes what is pending, then closes the database. Safe to call twice. */

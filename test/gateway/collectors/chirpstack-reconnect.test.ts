@@ -9,7 +9,7 @@ import { systemClock } from '../../../gateway/src/clock.ts';
 import { createLogger } from '../../../gateway/src/logger.ts';
 import { ReadingRefused, type Reading, type ReadingSink } from '../../../gateway/src/reading.ts';
 import { GatewayStatus } from '../../../gateway/src/status.ts';
-import { until } from '../helpers/gateway.ts';
+import { noMemory, until } from '../helpers/gateway.ts';
 
 /**
  * The ChirpStack subscriber's reconnects against a real TCP listener: a broker that hangs up on the
@@ -59,6 +59,7 @@ async function startCollector(
   const collector = new ChirpstackCollector({
     sink,
     clock: systemClock,
+    memory: noMemory,
     log: createLogger('error', new Writable({ write: (_c, _e, done) => done() })),
     counters,
     gatewayId: 'gw-test',

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import type { CollectorMemory } from '../../../gateway/src/collector.ts';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import YAML from 'yaml';
@@ -91,3 +92,6 @@ export async function until(predicate: () => boolean, what: string, timeoutMs = 
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+/** A collector's memory that keeps nothing, for collectors that learn nothing worth keeping. */
+export const noMemory: CollectorMemory = { recall: () => new Map(), remember: () => undefined };

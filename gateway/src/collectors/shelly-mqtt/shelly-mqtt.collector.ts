@@ -9,6 +9,12 @@ import { ReadingRefused } from '../../reading.ts';
 import { checkListen } from '../listen-check.ts';
 import { parseShellyMessage, ShellyPayloadError, shellyModel, type ShellyMessage } from './messages.ts';
 
+/** How long after a device's last NotifyStatus its plain status topics are still taken as duplicates. */
+export const RPC_FRESH_MS = 60 * 60 * 1000;
+
+/** Custom topic prefixes the collector keeps at most (a site has tens of devices, not thousands). */
+const MAX_PREFIXES = 1000;
+
 /** The source name the gateway uses for its RPC requests; answers come back on `<this>/rpc`. */
 export const RPC_SOURCE = 'sensor-gateway';
 
@@ -29,16 +35,25 @@ export class ShellyMqttCollector implements Collector {
   private broker: Aedes | null = null;
   private server: net.Server | null = null;
   private readonly seen = new Set<string>();
-  /** Devices that send NotifyStatus (with their own time): their plain status topics are redundant. */
-  private readonly rpcDevices = new Set<string>();
+  /**
+   * Devices that send NotifyStatus (with their own time) → when the last one came (monotonic ms):
+   * their plain status topics carry the same values without a time and are skipped, for as long as
+   * the notifications keep coming (a device whose RPC notifications are turned off is heard again
+   * through its status topics RPC_FRESH_MS after its last one).
+   */
+  private readonly rpcDevices = new Map<string, number>();
   /**
    * A custom topic prefix → the device (`src`) its NotifyStatus names: its plain status topics and
-   * `online` are that device's, not a second device named after the prefix.
+   * `online` are that device's, not a second device named after the prefix. Kept in the collector's
+   * memory, so a restart of the gateway does not make the prefix a device of its own again.
    */
   private readonly prefixes = new Map<string, string>();
   private rpcId = 0;
 
-  constructor(private readonly deps: CollectorDeps & { config: ShellyMqttConfig }) {}
+  constructor(
+    private readonly deps: CollectorDeps & { config: ShellyMqttConfig },
+    private readonly monotonicMs: () => number = () => performance.now(),
+  ) {}
 
   get port(): number {
     return (this.server?.address() as AddressInfo | null)?.port ?? 0;
@@ -46,7 +61,8 @@ export class ShellyMqttCollector implements Collector {
 
   async start(_signal: AbortSignal): Promise<void> {
     if (this.broker) return;
-    const { config, log } = this.deps;
+    const { config, log, memory } = this.deps;
+    for (const [prefix, device] of memory.recall()) this.prefixes.set(prefix, device);
     const broker = await Aedes.createBroker({
       authenticate: (_client, username, password, done) => {
         if (config.username === undefined) return done(null, true);
@@ -119,21 +135,24 @@ export class ShellyMqttCollector implements Collector {
     const { sink, clock, counters, log } = this.deps;
     switch (message.kind) {
       case 'reading': {
+        let device = message.device;
         if (message.viaRpc) {
-          this.rpcDevices.add(message.device);
-          if (message.prefix !== message.device) this.prefixes.set(message.prefix, message.device);
-        } else if (this.rpcDevices.has(message.device) || this.prefixes.has(message.device)) {
-          return; // the same value came with the device's time
+          this.rpcDevices.set(device, this.monotonicMs());
+          if (message.prefix !== device) this.learnPrefix(message.prefix, device);
+        } else {
+          device = this.prefixes.get(message.prefix) ?? device;
+          const lastRpc = this.rpcDevices.get(device);
+          if (lastRpc !== undefined && this.monotonicMs() - lastRpc < RPC_FRESH_MS) return; // the same value came with the device's time
         }
-        const first = !this.seen.has(message.device);
+        const first = !this.seen.has(device);
         // On first sight the model goes first (same commit), so the cloud creates the device with it.
         await Promise.all([
-          first ? sink.deviceInfo({ device: message.device, model: shellyModel(message.device) }) : null,
-          sink.accept({ device: message.device, ts: message.ts, measurements: message.measurements }),
+          first ? sink.deviceInfo({ device, model: shellyModel(device) }) : null,
+          sink.accept({ device, ts: message.ts, measurements: message.measurements }),
         ]);
         counters.accepted++;
         if (first) {
-          this.seen.add(message.device);
+          this.seen.add(device);
           this.requestDeviceInfo(message.prefix);
         }
         return;
@@ -169,6 +188,17 @@ export class ShellyMqttCollector implements Collector {
       case 'ignored':
         log.trace({ why: message.why }, 'Shelly message without reading');
     }
+  }
+
+  /** Notes (and keeps across restarts) that `prefix`'s topics are `device`'s; bounded by MAX_PREFIXES. */
+  private learnPrefix(prefix: string, device: string): void {
+    if (this.prefixes.get(prefix) === device) return;
+    if (!this.prefixes.has(prefix) && this.prefixes.size >= MAX_PREFIXES) {
+      this.deps.log.warn({ prefix, device, max: MAX_PREFIXES }, 'too many Shelly topic prefixes: not kept');
+      return;
+    }
+    this.prefixes.set(prefix, device);
+    this.deps.memory.remember(prefix, device);
   }
 
   /** Asks a device for its model and firmware; the answer arrives on `<RPC_SOURCE>/rpc`. */
