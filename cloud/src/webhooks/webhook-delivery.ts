@@ -20,31 +20,43 @@ export function retryDelayMs(attempts: number): number {
 
 export type PostResult = { status: number; error: null } | { status: null; error: string };
 
-/** POSTs a body to a checked URL; answers the status, or the error (never throws). */
+/**
+ * POSTs a body to a checked URL; answers the status once the receiver's headers arrive, or the
+ * error (never throws). `timeoutMs` bounds the whole exchange, not only the silences between bytes:
+ * a receiver that trickles its answer byte by byte would otherwise hold the job runner, and every
+ * mail and delivery queued behind it, for as long as it liked.
+ */
 export function post(
   url: URL,
   body: string,
   headers: Record<string, string>,
   allowPrivate: boolean,
+  timeoutMs = TIMEOUT_MS,
 ): Promise<PostResult> {
   const client = url.protocol === 'https:' ? https : http;
   return new Promise((resolve) => {
+    const deadline = setTimeout(
+      () => req.destroy(new Error(`no answer within ${timeoutMs / 1000} s`)),
+      timeoutMs,
+    );
+    const finish = (result: PostResult) => {
+      clearTimeout(deadline);
+      resolve(result);
+    };
     const req = client.request(
       url,
       {
         method: 'POST',
         headers: { ...headers, 'Content-Length': String(Buffer.byteLength(body)) },
         lookup: guardedLookup(allowPrivate),
-        timeout: TIMEOUT_MS,
       },
       (res) => {
-        res.resume(); // the receiver's body is not needed, only that it answered
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, error: null }));
-        res.on('error', (err) => resolve({ status: null, error: err.message }));
+        // Only the status matters; the receiver's body is not read.
+        finish({ status: res.statusCode ?? 0, error: null });
+        res.destroy();
       },
     );
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${TIMEOUT_MS / 1000} s`)));
-    req.on('error', (err) => resolve({ status: null, error: err.message }));
+    req.on('error', (err) => finish({ status: null, error: err.message }));
     req.end(body);
   });
 }
