@@ -69,7 +69,7 @@ function buildPlatform(deps: ServicesDeps) {
     claimMs: config.jobClaimSeconds * 1000,
     dbOutage,
   });
-  jobs.register(MAIL_JOB, mailJobHandler(mailer));
+  jobs.register(MAIL_JOB, mailJobHandler(mailer, clock, log.child({ module: 'mail' })));
   const rateLimiter = new RateLimiter({
     db,
     clock,

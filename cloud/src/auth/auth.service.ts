@@ -133,6 +133,7 @@ export class AuthService {
           'The code and the link work once, for 10 minutes. If you did not ask to sign in, ignore this mail.',
         ].join('\n'),
         secrets: [formatCode(code), linkToken],
+        send_by: row.expires_at,
       } satisfies MailJob);
     });
     jobs.kick();

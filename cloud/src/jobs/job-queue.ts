@@ -9,10 +9,26 @@ import type { Tables } from '../storage/schema.ts';
 export type JobRow = Tables['jobs'];
 
 export interface JobHandler {
-  /** Throws to be retried after `retryDelayMs(attempts)`; gives up after `maxAttempts`. */
+  /**
+   * Throws to be retried after `retryDelayMs(attempts)`; gives up after `maxAttempts`, or once the
+   * next try would fall `retryForMs` after the job was queued.
+   */
   run(payload: unknown, job: JobRow): Promise<void>;
+  /**
+   * Attempts at most, those that ended with their process included: a job claimed for the
+   * attempt after the last is given up without running (`abandoned`), so a job that kills its
+   * process (out of memory) is not claimed again for ever.
+   */
   maxAttempts?: number;
   retryDelayMs?: (attempts: number) => number;
+  /** How long after it was queued a failed job is still tried again. */
+  retryForMs?: number;
+  /**
+   * Records, for the job's own resource, that the queue gave the job up because its process ended
+   * during each of its attempts (a last attempt that throws is `run`'s to record). A throw here
+   * leaves the job to be given up again later.
+   */
+  abandoned?(payload: unknown, job: JobRow): Promise<void>;
   /**
    * The payload the job row keeps once the job is done or has failed for good: a run needs all of
    * it (so a retry can still send), the record must not keep a secret (a mailed sign-in code).
@@ -35,6 +51,17 @@ const PRUNE_BATCH = 1_000;
 function defaultRetryDelayMs(attempts: number): number {
   return Math.min(3_600_000, 1000 * 2 ** attempts);
 }
+
+/**
+ * Retries of a message to the outside (a mail, a chat post): 2 s after the first failure, doubling,
+ * at most 10 minutes apart, for 24 hours. A mail server down for an afternoon delays an alarm's
+ * mail, it does not lose it.
+ */
+export const OUTBOUND_RETRIES = {
+  maxAttempts: 1_000, // bounded by retryForMs
+  retryDelayMs: (attempts: number) => Math.min(600_000, defaultRetryDelayMs(attempts)),
+  retryForMs: 24 * 3_600_000,
+} satisfies Partial<JobHandler>;
 
 /**
  * Work that must outlive a request (mail, webhook deliveries, reports) goes into the `jobs` table,
@@ -226,7 +253,6 @@ export class JobQueue {
   }
 
   private async execute(job: JobRow): Promise<void> {
-    const { db } = this.deps.database;
     const handler = this.handlers.get(job.kind);
     if (!handler) return;
     const log = this.deps.log.child({ job_id: job.id, job_kind: job.kind });
@@ -235,38 +261,70 @@ export class JobQueue {
       handler.finishedPayload && payload !== undefined
         ? { payload: JSON.stringify(handler.finishedPayload(payload)) }
         : {};
+    const maxAttempts = handler.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
     const heartbeat = this.keepClaimed(job.id, this.lockMs(handler));
     try {
       payload = JSON.parse(job.payload);
+      if (job.attempts > maxAttempts) {
+        clearInterval(heartbeat);
+        await this.abandon(job, handler, payload, maxAttempts, finished, log);
+        return;
+      }
       await handler.run(payload, job);
       clearInterval(heartbeat);
-      await db
-        .updateTable('jobs')
-        .set({ done_at: this.deps.clock.nowMicros(), locked_until: null, last_error: null, ...finished() })
-        .where('id', '=', job.id)
-        .execute();
+      await this.finish(job.id, { done_at: this.deps.clock.nowMicros(), last_error: null, ...finished() });
     } catch (err) {
       clearInterval(heartbeat);
       const message = err instanceof Error ? err.message : String(err);
-      const maxAttempts = handler.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
       const now = this.deps.clock.nowMicros();
-      if (job.attempts >= maxAttempts) {
+      const delayMs = (handler.retryDelayMs ?? defaultRetryDelayMs)(job.attempts);
+      const outOfTime =
+        handler.retryForMs !== undefined && now + delayMs * 1000 > job.created_at + handler.retryForMs * 1000;
+      if (job.attempts >= maxAttempts || outOfTime) {
         log.error({ err, attempts: job.attempts }, 'job failed for good');
-        await db
-          .updateTable('jobs')
-          .set({ failed_at: now, locked_until: null, last_error: message, ...finished() })
-          .where('id', '=', job.id)
-          .execute();
+        await this.finish(job.id, { failed_at: now, last_error: message, ...finished() });
       } else {
-        const delayMs = (handler.retryDelayMs ?? defaultRetryDelayMs)(job.attempts);
         log.warn({ err, attempts: job.attempts, retry_in_ms: delayMs }, 'job failed; will retry');
-        await db
-          .updateTable('jobs')
-          .set({ run_at: now + delayMs * 1000, locked_until: null, last_error: message })
-          .where('id', '=', job.id)
-          .execute();
+        await this.finish(job.id, { run_at: now + delayMs * 1000, last_error: message });
       }
     }
+  }
+
+  /**
+   * Gives up a job claimed for the attempt after its last: every attempt so far ended with its
+   * process, none with a throw. When its handler cannot record that, the job is due again later.
+   */
+  private async abandon(
+    job: JobRow,
+    handler: JobHandler,
+    payload: unknown,
+    attempts: number,
+    finished: () => { payload?: string },
+    log: Logger,
+  ): Promise<void> {
+    const message = `given up: the process ended during each of its ${attempts} attempts`;
+    try {
+      await handler.abandoned?.(payload, job);
+    } catch (err) {
+      const delayMs = (handler.retryDelayMs ?? defaultRetryDelayMs)(attempts);
+      log.warn({ err, retry_in_ms: delayMs }, 'job to be given up: its handler failed to record it');
+      await this.finish(job.id, { run_at: this.deps.clock.nowMicros() + delayMs * 1000 });
+      return;
+    }
+    log.error({ attempts }, `job ${message}`);
+    await this.finish(job.id, { failed_at: this.deps.clock.nowMicros(), last_error: message, ...finished() });
+  }
+
+  /** Ends this run of a job: done, failed for good, or due again; the claim is let go. */
+  private async finish(
+    jobId: string,
+    change: Partial<Pick<JobRow, 'done_at' | 'failed_at' | 'run_at' | 'last_error' | 'payload'>>,
+  ): Promise<void> {
+    await this.deps.database.db
+      .updateTable('jobs')
+      .set({ ...change, locked_until: null })
+      .where('id', '=', jobId)
+      .execute();
   }
 
   /** Renews the claim to `lockMs` from now every third of that until the timer is cleared. */

@@ -1,4 +1,6 @@
-import type { JobHandler } from '../jobs/job-queue.ts';
+import type { Clock } from '../clock.ts';
+import { OUTBOUND_RETRIES, type JobHandler } from '../jobs/job-queue.ts';
+import type { Logger } from '../logger.ts';
 import type { Mail, Mailer } from './mailer.ts';
 
 export const MAIL_JOB = 'mail';
@@ -12,6 +14,11 @@ export const REDACTED = '[redacted]';
  */
 export interface MailJob extends Mail {
   secrets?: string[];
+  /**
+   * Microseconds since the epoch after which the mail is no longer worth sending (a sign-in code
+   * that has expired): a mail server that comes back later does not deliver it.
+   */
+  send_by?: number;
 }
 
 /**
@@ -25,11 +32,19 @@ export function withoutSecrets(job: MailJob): Mail {
   return { to: job.to, subject: scrub(job.subject), text: scrub(job.text) };
 }
 
-/** Sends queued mail; a failure is retried by the job queue with the payload intact. */
-export function mailJobHandler(mailer: Mailer): JobHandler {
+/**
+ * Sends queued mail; a failure is retried by the job queue with the payload intact, for a day
+ * (OUTBOUND_RETRIES), except past the mail's `send_by`.
+ */
+export function mailJobHandler(mailer: Mailer, clock: Clock, log: Logger): JobHandler {
   return {
+    ...OUTBOUND_RETRIES,
     run: async (payload) => {
-      const { to, subject, text } = payload as MailJob;
+      const { to, subject, text, send_by } = payload as MailJob;
+      if (send_by !== undefined && clock.nowMicros() > send_by) {
+        log.warn({ send_by }, 'mail not sent: no longer of use (its send_by has passed)');
+        return;
+      }
       await mailer.send({ to, subject, text });
     },
     finishedPayload: (payload) => withoutSecrets(payload as MailJob),

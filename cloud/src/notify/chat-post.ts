@@ -1,9 +1,12 @@
-import type { JobHandler } from '../jobs/job-queue.ts';
+import { OUTBOUND_RETRIES, type JobHandler } from '../jobs/job-queue.ts';
 import { checkWebhookHost } from '../webhooks/url-guard.ts';
 import { post } from '../webhooks/webhook-delivery.ts';
 import type { ChatRequest } from './alert-message.ts';
 
-/** Posts one chat message (payload: a `ChatRequest`); anything but 2xx is retried by the job queue. */
+/**
+ * Posts one chat message (payload: a `ChatRequest`); anything but 2xx is retried by the job queue
+ * for a day (OUTBOUND_RETRIES).
+ */
 export const CHAT_POST_JOB = 'alert.chat';
 
 /**
@@ -12,7 +15,7 @@ export const CHAT_POST_JOB = 'alert.chat';
  */
 export function chatPostJobHandler(allowPrivate: boolean): JobHandler {
   return {
-    maxAttempts: 10,
+    ...OUTBOUND_RETRIES,
     async run(payload) {
       const r = payload as ChatRequest;
       const url = new URL(r.url);

@@ -6,7 +6,7 @@ import type { Clock } from '../clock.ts';
 import { ApiError, notFound } from '../errors.ts';
 import type { UserPrincipal } from '../http/context.ts';
 import type { PageRequest } from '../storage/keyset.ts';
-import type { JobHandler, JobQueue } from '../jobs/job-queue.ts';
+import { OUTBOUND_RETRIES, type JobHandler, type JobQueue } from '../jobs/job-queue.ts';
 import type { Logger } from '../logger.ts';
 import type { Mailer } from '../mail/mailer.ts';
 import { checkTemplateAndLanguage } from '../reports/report-options.ts';
@@ -340,6 +340,7 @@ export class ReportSchedules {
 
   private mailJob(): JobHandler {
     return {
+      ...OUTBOUND_RETRIES,
       run: async (payload) => {
         const { db, schedules, reports, mailer, sites, recipients, log } = this.deps;
         const { run_id, to } = payload as { run_id: string; to: string };

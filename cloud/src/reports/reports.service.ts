@@ -206,6 +206,17 @@ export class ReportsService {
       retryDelayMs: (attempts) => 5_000 * attempts,
       lockMs: REPORT_LOCK_MS,
       run: (payload, job) => this.render((payload as { report_id: string }).report_id, job),
+      // A report whose rendering ends its process each time (out of memory) fails, not queued for ever.
+      abandoned: async (payload) => {
+        const reportId = (payload as { report_id: string }).report_id;
+        const report = await this.deps.reports.findById(this.deps.db, reportId);
+        if (!report || report.state === 'ready' || report.state === 'failed') return;
+        await this.deps.reports.setFailed(
+          this.deps.db,
+          reportId,
+          `the report could not be made: its rendering stopped the server ${MAX_ATTEMPTS} times (too large a period or site?)`,
+        );
+      },
     };
   }
 

@@ -47,7 +47,7 @@ describe.each(DATABASES)('secrets at rest on %s', (db) => {
     expect((await t.http.post('/v1/auth/verify', { email: 'a@example.com', code })).status).toBe(200);
   });
 
-  it('retries a failed mail with its code intact, clears it once sent, and clears a mail given up', async () => {
+  it('retries a failed mail with its code intact, clears it once sent, and clears a mail that expired unsent', async () => {
     const clock = new ManualClock(T0);
     t = await startTestCloud({ db, clock });
     const outbox = blockOutbox();
@@ -75,8 +75,9 @@ describe.each(DATABASES)('secrets at rest on %s', (db) => {
       await t.cloud.services.jobs.drain();
       clock.advanceMs(3600_000);
     }
+    // The code expired while the mail server was away: the mail ends unsent, its secrets cleared.
     const givenUp = (await mailJobs()).find((j) => j.id !== sent!.id)!;
-    expect(givenUp.failed_at).not.toBeNull();
+    expect(givenUp).toMatchObject({ failed_at: null, done_at: expect.any(Number) });
     expect(JSON.parse(givenUp.payload).subject).toBe('Your sign-in code: [redacted]');
     expect(givenUp.payload).not.toMatch(/callback\?t=(?!\[redacted\])/);
   });

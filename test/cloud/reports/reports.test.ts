@@ -359,4 +359,39 @@ describe.each(DATABASES)('reports on %s', (db) => {
     await jobs.drain();
     expect((await state()).state).toBe('failed');
   });
+
+  it('marks failed a report whose rendering ended the process on every attempt, instead of claiming it for ever', async () => {
+    const clock = await start();
+    const { db, jobs } = t.cloud.services;
+    const site = await createSite(t, user.token);
+    await jobs.stop();
+    const created = await create({
+      site_id: site.id,
+      template: 'haccp_monthly',
+      language: 'en',
+      period: MARCH,
+    });
+    expect(created.status).toBe(202);
+    const id = created.json.id as string;
+    // Three claims, each left as a process that died mid-render leaves it (out of memory).
+    await db
+      .updateTable('jobs')
+      .set({ attempts: 3, locked_until: clock.nowMicros() })
+      .where('kind', '=', REPORT_JOB)
+      .execute();
+    await db.updateTable('reports').set({ state: 'running' }).where('id', '=', id).execute();
+    clock.advanceMs(1_000);
+    const state = async () => (await t.http.get(`/v1/reports/${id}`, { token: user.token })).json;
+    // The halted queue runs one job per drain; what the setup queued (a mail) may come first.
+    for (let i = 0; i < 5 && (await state()).state !== 'failed'; i++) await jobs.drain();
+    const failed = await state();
+    expect(failed).toMatchObject({ state: 'failed', ready_at: null });
+    expect(failed.error).toMatch(/stopped the server 3 times/);
+    const job = await db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('kind', '=', REPORT_JOB)
+      .executeTakeFirstOrThrow();
+    expect(job).toMatchObject({ attempts: 4, failed_at: expect.any(Number), done_at: null });
+  });
 });

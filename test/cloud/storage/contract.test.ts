@@ -14,6 +14,8 @@ import {
 import { ManualClock } from '../../../cloud/src/clock.ts';
 import { DevicesRepository, type DeviceRow } from '../../../cloud/src/devices/devices.repository.ts';
 import { JobQueue, type JobHandler } from '../../../cloud/src/jobs/job-queue.ts';
+import { mailJobHandler } from '../../../cloud/src/mail/mail-job.ts';
+import type { Mailer } from '../../../cloud/src/mail/mailer.ts';
 import { IdempotencyStore } from '../../../cloud/src/limits/idempotency.ts';
 import { RateLimiter } from '../../../cloud/src/limits/rate-limiter.ts';
 import { createLogger } from '../../../cloud/src/logger.ts';
@@ -946,6 +948,103 @@ describe.each(DATABASES)('storage contract on %s', (kind) => {
       const id = await queue.enqueue(db, 'custom', {});
       await queue.drain();
       expect((await jobRow(id)).run_at).toBe(T0 + 10_000_000);
+    });
+
+    it('gives up, without running it, a job whose every attempt ended with its process; its handler records it', async () => {
+      const clock = new ManualClock(T0);
+      const runs: string[] = [];
+      let recording: 'fails' | 'works' = 'fails';
+      const { queue, lines } = queueOn(database, clock, {
+        render: {
+          maxAttempts: 2,
+          lockMs: 30_000,
+          run: async () => void runs.push('run'),
+          abandoned: async (payload) => {
+            runs.push(`abandoned ${(payload as { n: number }).n} ${recording}`);
+            if (recording === 'fails') throw new Error('database away');
+          },
+        },
+      });
+      const id = await queue.enqueue(db, 'render', { n: 7 });
+      // Two claims, each left as a process leaves it when it dies during the run: never finished.
+      await db.updateTable('jobs').set({ attempts: 2, locked_until: T0 }).where('id', '=', id).execute();
+      clock.advanceMs(1);
+      await queue.drain();
+      // The handler could not record it: the job is not run, and is given up again later.
+      expect(runs).toEqual(['abandoned 7 fails']);
+      expect(await jobRow(id)).toMatchObject({ failed_at: null, done_at: null, locked_until: null });
+      recording = 'works';
+      clock.advanceMs(3_600_000);
+      await queue.drain();
+      expect(runs).toEqual(['abandoned 7 fails', 'abandoned 7 works']);
+      expect(await jobRow(id)).toMatchObject({
+        attempts: 4,
+        done_at: null,
+        failed_at: T0 + 3_600_001_000,
+        last_error: 'given up: the process ended during each of its 2 attempts',
+      });
+      clock.advanceMs(3_600_000);
+      await queue.drain();
+      expect(runs).toHaveLength(2);
+      expect(
+        lines.filter((l) => l.msg === 'job given up: the process ended during each of its 2 attempts'),
+      ).toHaveLength(1);
+    });
+
+    it('stops retrying past retryForMs after the job was queued, however few its attempts', async () => {
+      const clock = new ManualClock(T0);
+      let runs = 0;
+      const { queue } = queueOn(database, clock, {
+        outbound: {
+          maxAttempts: 1_000,
+          retryForMs: 10_000,
+          retryDelayMs: () => 4_000,
+          run: async () => {
+            runs++;
+            throw new Error('mail server away');
+          },
+        },
+      });
+      const id = await queue.enqueue(db, 'outbound', {});
+      for (let i = 0; i < 3; i++) {
+        await queue.drain();
+        clock.advanceMs(4_000);
+      }
+      await queue.drain();
+      // Tried at 0, 4 and 8 s; a fourth try would be at 12 s, past the 10 s.
+      expect(runs).toBe(3);
+      expect(await jobRow(id)).toMatchObject({ attempts: 3, failed_at: T0 + 8_000_000 });
+    });
+
+    it('delivers an alarm mail after an hour of mail server outage, and never a sign-in mail past its send_by', async () => {
+      const clock = new ManualClock(T0);
+      const sent: string[] = [];
+      let serverUp = false;
+      const mailer = {
+        send: async (mail: { subject: string }) => {
+          if (!serverUp) throw new Error('connect ECONNREFUSED 127.0.0.1:25');
+          sent.push(mail.subject);
+        },
+      } as unknown as Mailer;
+      const { log } = capturedLogger();
+      const { queue } = queueOn(database, clock, { mail: mailJobHandler(mailer, clock, log) });
+      const alarm = await queue.enqueue(db, 'mail', { to: 'a@example.com', subject: 'Alarm', text: '' });
+      const code = await queue.enqueue(db, 'mail', {
+        to: 'a@example.com',
+        subject: 'Your sign-in code',
+        text: '',
+        send_by: T0 + 600_000_000,
+      });
+      while (clock.nowMicros() < T0 + 3_600_000_000) {
+        await queue.drain();
+        clock.advanceMs(10_000);
+      }
+      serverUp = true;
+      clock.advanceMs(600_000);
+      await queue.drain();
+      expect(sent).toEqual(['Alarm']);
+      expect(await jobRow(alarm)).toMatchObject({ failed_at: null, done_at: expect.any(Number) });
+      expect(await jobRow(code)).toMatchObject({ failed_at: null, done_at: expect.any(Number) });
     });
 
     it('runs each job exactly once when two processes drain one database at the same time', async () => {
