@@ -140,14 +140,22 @@ export class ExportService {
     },
   ) {}
 
+  /**
+   * Streams the ZIP into `out`; rejects when a query fails on the way (the archive is then
+   * destroyed, and the caller cuts the connection: a ZIP cut short never looks complete).
+   */
   async write(accountId: string, out: Writable): Promise<void> {
     const archive = new ZipArchive({ zlib: { level: 6 } });
     const done = pipeline(archive, out);
-    archive.append(csvEntry('measurements.csv', this.measurementRows(accountId)), {
-      name: 'measurements.csv',
-    });
-    archive.append(csvEntry('events.csv', this.eventRows(accountId)), { name: 'events.csv' });
-    archive.append(csvEntry('audit.csv', this.auditRows(accountId)), { name: 'audit.csv' });
+    // archiver pipes each entry into itself, and a pipe does not carry its source's errors on:
+    // without this, a failed page query is an error event nobody hears, which ends the process.
+    const entry = (source: Readable, name: string) => {
+      source.once('error', (err) => archive.destroy(err));
+      archive.append(source, { name });
+    };
+    entry(csvEntry('measurements.csv', this.measurementRows(accountId)), 'measurements.csv');
+    entry(csvEntry('events.csv', this.eventRows(accountId)), 'events.csv');
+    entry(csvEntry('audit.csv', this.auditRows(accountId)), 'audit.csv');
     archive.append(JSON.stringify(this.meta(accountId), null, 2), { name: 'meta.json' });
     await Promise.all([archive.finalize(), done]);
   }

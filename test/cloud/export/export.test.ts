@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { parse } from 'csv-parse/sync';
+import { sql } from 'kysely';
 import { ManualClock } from '../../../cloud/src/clock.ts';
 import { ExportRepository } from '../../../cloud/src/export/export.repository.ts';
 import { EXPORT_COLUMNS } from '../../../cloud/src/export/export.service.ts';
@@ -330,6 +331,27 @@ describe.each(DATABASES)('POST /v1/accounts/me/export on %s', (db) => {
     expect(fs.readFileSync(path.join(dir, 'out', 'measurements.csv'), 'utf8').trim()).toBe(
       'ts,channel_id,sensor_id,device_id,site_id,type,label,unit,value',
     );
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('cuts the connection when a query fails in the middle of the ZIP, and the cloud goes on answering', async () => {
+    await start();
+    const site = await createSite(t, user.token);
+    const device = await createDevice(t, user.token, site.id);
+    await ingestHttp(t, device, [{ ts: NOW - MINUTE, value: 4 }]);
+    // events.csv comes after measurements.csv: its query fails once part of the archive is sent.
+    await sql`ALTER TABLE alarm_events RENAME TO alarm_events_away`.execute(t.cloud.services.db);
+    const response = await fetch(`${t.url}/v1/accounts/me/export`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${user.token}` },
+    });
+    expect(response.status).toBe(200);
+    await expect(response.arrayBuffer()).rejects.toThrow();
+    await sql`ALTER TABLE alarm_events_away RENAME TO alarm_events`.execute(t.cloud.services.db);
+    const sites = await t.http.get('/v1/sites', { token: user.token });
+    expect(sites.status).toBe(200);
+    const { dir } = await downloadExport(t, user.token);
+    expect(csv(dir, 'measurements.csv')).toHaveLength(1);
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
