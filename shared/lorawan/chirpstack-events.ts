@@ -3,6 +3,7 @@ import jspb from 'google-protobuf';
 import timestampPb from 'google-protobuf/google/protobuf/timestamp_pb.js';
 import { z } from 'zod';
 import { parseTimestampMicros } from '../time.ts';
+import { checkWire } from './chirpstack-wire.ts';
 
 /**
  * ChirpStack v4 integration events (`up`, `join`, `status`, and the rest by their DevEUI), from
@@ -146,11 +147,11 @@ function pbDevEui(info: integration.DeviceInfo | undefined): string {
 export function parseUplinkProtobuf(payload: Buffer): UplinkEventData {
   let event: integration.UplinkEvent;
   try {
+    checkWire(payload, 'integration.UplinkEvent');
     event = integration.UplinkEvent.deserializeBinary(new Uint8Array(payload));
   } catch (err) {
     throw new ChirpstackEventError(`not a protobuf UplinkEvent: ${(err as Error).message}`);
   }
-  const object = event.getObject();
   const rx = event.getRxInfoList();
   const rxTimes = rx
     .flatMap((r) => [pbMicros(r.getGwTime()), pbMicros(r.getNsTime())])
@@ -162,9 +163,25 @@ export function parseUplinkProtobuf(payload: Buffer): UplinkEventData {
     fCnt: event.getFCnt(),
     fPort: event.getFPort(),
     data: Buffer.from(event.getData_asU8()),
-    object: object ? object.toJavaScript() : null,
+    object: codecObject(event.getObject()),
     rssi: bestRssi(rx.map((r) => r.getRssi())),
   };
+}
+
+/**
+ * The codec's object as plain values; null when there is none, or when it holds a value of no kind
+ * (which google-protobuf cannot convert): the uplink is then decoded as if the profile had no
+ * codec, rather than refused, since ChirpStack never delivers a refused uplink again.
+ */
+function codecObject(
+  object: ReturnType<integration.UplinkEvent['getObject']>,
+): Record<string, unknown> | null {
+  if (!object) return null;
+  try {
+    return object.toJavaScript();
+  } catch {
+    return null;
+  }
 }
 
 /** JSON when the payload starts like a JSON object, else protobuf (`encoding: auto`). */
@@ -175,14 +192,14 @@ export function parseUplinkEvent(payload: Buffer, encoding: 'auto' | ChirpstackE
   return first === 0x7b ? parseUplinkJson(payload) : parseUplinkProtobuf(payload);
 }
 
-/** The protobuf class of each event other than `up`. */
+/** The protobuf class of each event other than `up`, and its name in MESSAGE_FIELDS. */
 const PB_CLASSES = {
-  join: integration.JoinEvent,
-  status: integration.StatusEvent,
-  ack: integration.AckEvent,
-  txack: integration.TxAckEvent,
-  log: integration.LogEvent,
-  location: integration.LocationEvent,
+  join: [integration.JoinEvent, 'integration.JoinEvent'],
+  status: [integration.StatusEvent, 'integration.StatusEvent'],
+  ack: [integration.AckEvent, 'integration.AckEvent'],
+  txack: [integration.TxAckEvent, 'integration.TxAckEvent'],
+  log: [integration.LogEvent, 'integration.LogEvent'],
+  location: [integration.LocationEvent, 'integration.LocationEvent'],
 } as const;
 
 /** An event other than `up`: its device and time, and for `status` the battery. */
@@ -207,9 +224,11 @@ export function parseDeviceEvent(
     return out;
   }
   if (type === 'integration') return parseIntegrationEventProtobuf(payload);
-  let event: InstanceType<(typeof PB_CLASSES)[keyof typeof PB_CLASSES]>;
+  let event: InstanceType<(typeof PB_CLASSES)[keyof typeof PB_CLASSES][0]>;
   try {
-    event = PB_CLASSES[type].deserializeBinary(new Uint8Array(payload));
+    const [EventClass, message] = PB_CLASSES[type];
+    checkWire(payload, message);
+    event = EventClass.deserializeBinary(new Uint8Array(payload));
   } catch (err) {
     throw new ChirpstackEventError(`not a protobuf ${type} event: ${(err as Error).message}`);
   }
@@ -237,6 +256,7 @@ function parseIntegrationEventProtobuf(payload: Buffer): DeviceEventData {
   let time: InstanceType<typeof timestampPb.Timestamp> | undefined;
   let info: integration.DeviceInfo | undefined;
   try {
+    checkWire(payload, 'integration.IntegrationEvent');
     const reader = new jspb.BinaryReader(new Uint8Array(payload));
     while (reader.nextField()) {
       if (reader.isEndGroup()) break;
