@@ -48,13 +48,13 @@ export function windowsBetween(schedule: Schedule, from: number, to: number): [n
       // spring change 02:30 becomes 03:30, after a written 03:00.
       const overnight = w.to !== '24:00' && w.to <= w.from;
       const start = day.set(hm(w.from));
-      const nextDay = day.plus({ days: 1 });
+      const nextDay = day.plus({ days: 1 }).startOf('day');
       const end = w.to === '24:00' ? nextDay : overnight ? nextDay.set(hm(w.to)) : day.set(hm(w.to));
       // A window whose hours do not exist that day (inside the spring gap) is empty.
       if (end <= start) continue;
       out.push([start.toMillis() * 1000, end.toMillis() * 1000]);
     }
-    day = day.plus({ days: 1 });
+    day = day.plus({ days: 1 }).startOf('day'); // midnight again after a day that began at 01:00
   }
   return out.sort((a, b) => a[0] - b[0]);
 }

@@ -79,7 +79,9 @@ export function localDayBounds(from: number, to: number, timezone: string): numb
   let day = DateTime.fromMillis(Math.floor(from / US_PER_MS), { zone: timezone }).startOf('day');
   const bounds = [day.toMillis() * US_PER_MS];
   while (bounds[bounds.length - 1]! < to) {
-    day = day.plus({ days: 1 });
+    // Again to the day's start: where a change skips midnight itself, that day starts at 01:00,
+    // and a plain day later would keep every following day at 01:00 too.
+    day = day.plus({ days: 1 }).startOf('day');
     bounds.push(day.toMillis() * US_PER_MS);
   }
   return bounds;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { isActive, type Schedule } from '../../../cloud/src/alert-rules/alert-schedule.ts';
+import { isActive, windowsBetween, type Schedule } from '../../../cloud/src/alert-rules/alert-schedule.ts';
 
 const utc = (iso: string) => Date.parse(iso) * 1000;
 
@@ -24,5 +24,21 @@ describe('an alert rule schedule across the spring change', () => {
     expect(isActive(schedule, utc('2026-03-28T21:30:00Z'))).toBe(true); // 22:30 CET
     expect(isActive(schedule, utc('2026-03-29T03:59:00Z'))).toBe(true); // 05:59 CEST
     expect(isActive(schedule, utc('2026-03-29T04:00:00Z'))).toBe(false); // 06:00 CEST
+  });
+});
+
+/** Havana springs from 00:00 to 01:00 (2026-03-08): the change skips midnight itself. */
+describe('an alert rule schedule where the spring change skips midnight', () => {
+  it('ends a window "to 24:00" at midnight on the days after, not at 01:00', () => {
+    const schedule: Schedule = {
+      timezone: 'America/Havana',
+      windows: [{ days: ['mon'], from: '20:00', to: '24:00' }],
+    };
+    expect(isActive(schedule, utc('2026-03-10T03:30:00Z'))).toBe(true); // Monday 23:30 CDT
+    expect(isActive(schedule, utc('2026-03-10T04:30:00Z'))).toBe(false); // Tuesday 00:30 CDT
+    // Walked from the day of the change, as the search for the next active moment does.
+    expect(windowsBetween(schedule, utc('2026-03-08T17:00:00Z'), utc('2026-03-10T12:00:00Z'))).toEqual([
+      [utc('2026-03-10T00:00:00Z'), utc('2026-03-10T04:00:00Z')], // Monday 20:00 to 24:00 CDT
+    ]);
   });
 });

@@ -218,6 +218,21 @@ describe('local days', () => {
     expect((berlin[1]! - berlin[0]!) / HOUR).toBe(23);
   });
 
+  it('keeps every later day at midnight where a daylight-saving change skips midnight itself', () => {
+    // Havana springs from 00:00 to 01:00 on 8 March 2026: that day starts at 01:00, 23 hours long.
+    const HAVANA = 'America/Havana';
+    const bounds = localDayBounds(
+      local(HAVANA, '2026-03-01T00:00'),
+      local(HAVANA, '2026-04-01T00:00'),
+      HAVANA,
+    );
+    const times = bounds.map((b) => DateTime.fromMillis(b / 1000, { zone: HAVANA }).toFormat('MM-dd HH:mm'));
+    expect(times).toHaveLength(32);
+    expect(times.filter((t) => !t.endsWith('00:00'))).toEqual(['03-08 01:00']);
+    expect(times.at(-1)).toBe('04-01 00:00');
+    expect((bounds[8]! - bounds[7]!) / HOUR).toBe(23);
+  });
+
   it('counts minutes out of range per local day', () => {
     const from = local(NY, '2025-03-09T00:00');
     const to = local(NY, '2025-03-11T00:00');
