@@ -1,5 +1,5 @@
 import type { TLSSocket } from 'node:tls';
-import type { AedesPublishPacket, Client, ConnectPacket, PublishPacket } from 'aedes';
+import type { Aedes, AedesPublishPacket, Client, ConnectPacket, PublishPacket, Subscription } from 'aedes';
 import mqttPacket from 'mqtt-packet';
 
 /**
@@ -97,22 +97,178 @@ export function isMosquittoBridgeNotification(topic: string): boolean {
 }
 
 /**
- * §3(c): a retransmitted QoS 2 PUBLISH (same packet id, before PUBREL) is already in aedes' incoming
- * store; it must be acknowledged again but not processed again (exactly once).
+ * §3(c): aedes re-runs `authorizePublish` for a QoS 2 PUBLISH it already stored (its incoming store,
+ * kept until PUBREL), and answers it PUBREC 0x00 without routing it again. The bridge must then not
+ * process it again (exactly once), but only for a true retransmission: aedes keeps an entry left by
+ * a connection that dropped between PUBREC and PUBREL after the session ended, and a client that
+ * starts over (a Mosquitto bridge restarted without persistence) reuses the packet id for a new
+ * message. So a retransmission is a PUBLISH with DUP set whose stored packet has the same topic and
+ * payload. A stored packet that is not this one is removed, so that aedes stores this message in its
+ * place and a later retransmission of it is recognised.
  */
 export async function isQos2Retransmission(client: Client, packet: PublishPacket): Promise<boolean> {
-  if (packet.qos !== 2) return false;
-  const persistence = (client as unknown as { broker: { persistence: IncomingStore } }).broker.persistence;
+  if (packet.qos !== 2 || packet.messageId === undefined) return false;
+  const persistence = persistenceOf(client);
+  let stored: StoredPacket;
   try {
-    await persistence.incomingGetPacket(client, packet);
-    return true;
+    stored = (await persistence.incomingGetPacket(client, packet)) as StoredPacket;
   } catch {
     return false; // not found: a new message
   }
+  if (packet.dup && stored.topic === packet.topic && samePayload(stored.payload, packet.payload)) return true;
+  await persistence.incomingDelPacket(client, packet).catch(() => undefined);
+  return false;
 }
 
-interface IncomingStore {
-  incomingGetPacket(client: Client, packet: PublishPacket): Promise<unknown>;
+interface StoredPacket {
+  topic?: unknown;
+  payload?: unknown;
+}
+
+function samePayload(stored: unknown, payload: PublishPacket['payload']): boolean {
+  if (typeof stored !== 'string' && !(stored instanceof Uint8Array)) return false;
+  return Buffer.from(stored).equals(Buffer.from(payload));
+}
+
+/** The part of aedes' persistence (memory or Redis, both async in aedes 2) the workarounds use. */
+interface Persistence {
+  incomingStorePacket(client: Pick<Client, 'id'>, packet: PublishPacket): Promise<unknown>;
+  incomingGetPacket(client: Pick<Client, 'id'>, packet: PublishPacket): Promise<unknown>;
+  incomingDelPacket(client: Pick<Client, 'id'>, packet: Pick<PublishPacket, 'messageId'>): Promise<unknown>;
+  addSubscriptions(client: Client, subs: Subscription[]): Promise<unknown>;
+  subscriptionsByClient(client: Pick<Client, 'id'>): Promise<Subscription[]>;
+  removeSubscriptions(client: Pick<Client, 'id'>, topics: string[]): Promise<unknown>;
+}
+
+function persistenceOf(client: Client): Persistence {
+  return (client as unknown as { broker: { persistence: Persistence } }).broker.persistence;
+}
+
+/** aedes' persistence, as `Aedes.createBroker` set it up. */
+export function brokerPersistence(broker: Aedes): Persistence {
+  return (broker as unknown as { persistence: Persistence }).persistence;
+}
+
+/**
+ * aedes removes a QoS 2 packet from its incoming store only at PUBREL, never when the session ends:
+ * an entry whose PUBREL never came (the connection dropped after PUBREC, and the session ended or
+ * started over) stays for the life of the process, with its whole payload. This keeps, per client
+ * id, the packet ids this process stored and has not seen released, so that `clear` removes them at
+ * Clean Start and when the session ends. Kept in the process: with REDIS_URL a session that moves to
+ * another replica leaves its entries in Redis, where `isQos2Retransmission` still tells them from new
+ * messages.
+ */
+export class IncomingQos2 {
+  private readonly byClient = new Map<string, Set<number>>();
+  private readonly del: Persistence['incomingDelPacket'];
+
+  constructor(persistence: Persistence) {
+    const store = persistence.incomingStorePacket.bind(persistence);
+    const del = persistence.incomingDelPacket.bind(persistence);
+    this.del = del;
+    persistence.incomingStorePacket = async (client, packet) => {
+      const result = await store(client, packet);
+      if (packet.messageId !== undefined) {
+        let ids = this.byClient.get(client.id);
+        if (!ids) this.byClient.set(client.id, (ids = new Set()));
+        ids.add(packet.messageId);
+      }
+      return result;
+    };
+    persistence.incomingDelPacket = (client, packet) => {
+      const ids = this.byClient.get(client.id);
+      if (ids && packet.messageId !== undefined) {
+        ids.delete(packet.messageId);
+        if (ids.size === 0) this.byClient.delete(client.id);
+      }
+      return del(client, packet);
+    };
+  }
+
+  /**
+   * Removes every entry this process stored for the client id and has not seen released. Best effort:
+   * an entry a failed removal leaves is told from a new message by `isQos2Retransmission`.
+   */
+  async clear(clientId: string): Promise<void> {
+    const ids = this.byClient.get(clientId);
+    if (!ids) return;
+    this.byClient.delete(clientId);
+    await Promise.allSettled([...ids].map((messageId) => this.del({ id: clientId }, { messageId })));
+  }
+
+  /** Entries held for the client id (for tests). */
+  held(clientId: string): number {
+    return this.byClient.get(clientId)?.size ?? 0;
+  }
+}
+
+/**
+ * §4: aedes' SUBSCRIBE handler stores the whole packet's filters in a persistent session for each
+ * filter `authorizeSubscribe` allowed, refused ones included: a refused `#` would then stay in the
+ * session, and every QoS 1 message routed for any account would be queued into it while the client
+ * is away (never delivered: `authorizeForward` filters the replay, but the queue grows without
+ * bound). Only the filters `allowed` accepts are stored.
+ */
+export function storeOnlyAllowedSubscriptions(
+  persistence: Persistence,
+  allowed: (client: Client, sub: Subscription) => boolean,
+): void {
+  const add = persistence.addSubscriptions.bind(persistence);
+  persistence.addSubscriptions = async (client, subs) => {
+    const kept = subs.filter((sub) => allowed(client, sub));
+    if (kept.length > 0) await add(client, kept);
+  };
+}
+
+/**
+ * Removes from a resumed session the stored filters `allowed` refuses (stored before
+ * `storeOnlyAllowedSubscriptions`, or allowed no longer); aedes restores them without subscribing,
+ * yet still queues messages for them.
+ */
+export async function pruneStoredSubscriptions(
+  persistence: Persistence,
+  client: Client,
+  allowed: (client: Client, sub: Subscription) => boolean,
+): Promise<number> {
+  const refused = (await persistence.subscriptionsByClient(client)).filter((sub) => !allowed(client, sub));
+  if (refused.length > 0)
+    await persistence.removeSubscriptions(
+      client,
+      refused.map((sub) => sub.topic),
+    );
+  return refused.length;
+}
+
+/**
+ * aedes publishes the stored wills of a broker that stopped heart-beating (a replica that died,
+ * REDIS_URL) from any other broker, every 4 heartbeats, through `authorizePublish` with the client
+ * of that id on this broker, usually none. Such a will carries the id of the broker that stored it;
+ * a will of this broker's own clients carries this broker's id.
+ */
+export function isWillOfStoppedBroker(packet: PublishPacket, broker: Pick<Aedes, 'id'>): boolean {
+  const brokerId = (packet as { brokerId?: unknown }).brokerId;
+  return isWill(packet) && typeof brokerId === 'string' && brokerId !== broker.id;
+}
+
+/** The client id aedes stored a will under. */
+export function willClientId(packet: PublishPacket): string | null {
+  const clientId = (packet as { clientId?: unknown }).clientId;
+  return typeof clientId === 'string' ? clientId : null;
+}
+
+/**
+ * The certificate fingerprint of the bridge whose CONNECT set the will, kept on the will itself (aedes
+ * stores the CONNECT's will object as it is, in memory or in Redis), so that any replica can tell
+ * whose will it is once the connection and its replica are gone. aedes copies only the PUBLISH fields
+ * when it routes a will, so the field goes no further.
+ */
+export function tagWill(packet: ConnectPacket, peer: PeerCertificate): void {
+  if (packet.will) (packet.will as { bridgeFingerprint?: string }).bridgeFingerprint = peer.fingerprint;
+}
+
+export function willFingerprint(packet: PublishPacket): string | null {
+  const fingerprint = (packet as { bridgeFingerprint?: unknown }).bridgeFingerprint;
+  return typeof fingerprint === 'string' && /^[0-9a-f]{64}$/.test(fingerprint) ? fingerprint : null;
 }
 
 /**

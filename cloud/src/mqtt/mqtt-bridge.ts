@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { EventEmitter } from 'node:events';
 import tls from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import { Aedes, type AedesPublishPacket, type Client, type PublishPacket, type Subscription } from 'aedes';
@@ -29,18 +30,26 @@ import { isConnectionError, type Db } from '../storage/database.ts';
 import type { DatabaseOutageLog } from '../storage/outage-log.ts';
 import {
   answerPublish,
+  brokerPersistence,
   capQos,
   guardSubscriptionNames,
+  IncomingQos2,
   isMosquittoBridgeNotification,
   isQos2Retransmission,
   isWill,
+  isWillOfStoppedBroker,
   keepResumableSession,
   peerOf,
+  pruneStoredSubscriptions,
   refuseUnlessMqtt5,
   releaseForLaterAnswer,
   rememberPeer,
   scopeClientId,
+  storeOnlyAllowedSubscriptions,
   stripWillDelay,
+  tagWill,
+  willClientId,
+  willFingerprint,
 } from './aedes-compat.ts';
 import { clusterPieces, type ClusterPieces } from './cluster.ts';
 import { ReceiveTimes } from './receive-times.ts';
@@ -48,6 +57,12 @@ import { publishAnswerFor } from './reason-codes.ts';
 
 /** Session Expiry given to clients that resume sessions without naming one (Mosquitto bridges). */
 export const BRIDGE_SESSION_SECONDS = 3600;
+/**
+ * The longest Session Expiry a client is granted (a longer one, "never" included, is cut to this and
+ * the CONNACK says so): a session the client never comes back to holds its subscriptions and queued
+ * downlinks (which expire after IDENTIFY_SECONDS anyway) for a day at most.
+ */
+export const MAX_SESSION_SECONDS = 86_400;
 /**
  * How often live connections are checked against revocations (a revocation normally arrives at
  * once through the hub; this catches one sent while the notify channel was down) and their presence
@@ -142,6 +157,8 @@ export class MqttBridge implements BridgeConnections {
   private readonly revoked = new Set<string>();
   private readonly inFlight = new Set<Promise<unknown>>();
   private readonly receiveTimes = new ReceiveTimes();
+  /** aedes' QoS 2 incoming store entries of this process, removed when their session ends. */
+  private incomingQos2: IncomingQos2 | null = null;
   /** Connections that asked for Clean Start, until they are registered. */
   private readonly cleanStarts = new WeakSet<Client>();
   /** The connection that holds each client id (its session) now. */
@@ -183,11 +200,13 @@ export class MqttBridge implements BridgeConnections {
     const broker = await Aedes.createBroker({
       ...(cluster ? { mq: cluster.mq, persistence: cluster.persistence } : {}),
       maximumPacketSize: MAX_PACKET_BYTES,
+      sessionExpiryIntervalLimit: MAX_SESSION_SECONDS,
       preConnect: (client, packet, cb) => {
         guardSubscriptionNames(client);
         const peer = rememberPeer(client);
         if (!peer) return cb(new Error('no verified client certificate'), false);
         scopeClientId(packet, peer);
+        tagWill(packet, peer);
         if (packet.clean) this.cleanStarts.add(client);
         if (refuseUnlessMqtt5(packet)) {
           log.info(
@@ -213,9 +232,22 @@ export class MqttBridge implements BridgeConnections {
       authorizeSubscribe: (client, sub, cb) => cb(null, this.authorizeSubscribe(client, sub)),
       authorizeForward: (client, packet) => this.authorizeForward(client, packet),
     });
+    const persistence = brokerPersistence(broker);
+    this.incomingQos2 = new IncomingQos2(persistence);
+    storeOnlyAllowedSubscriptions(persistence, (client, sub) => this.mayFilter(client, sub.topic));
+    // aedes reports what its persistence failed to do (queue a message for an offline session, wipe
+    // an ended session, delete a will, the sweep of a stopped replica's wills) as 'error', which
+    // without a listener would end the process. Each failure concerns one message or session.
+    (broker as EventEmitter).on('error', (err: unknown) => {
+      if (this.deps.dbOutage && isConnectionError(err)) {
+        this.deps.dbOutage.refused('background', err, { module: 'mqtt' });
+      } else {
+        log.error({ err }, 'MQTT broker: session storage failed; the broker goes on');
+      }
+    });
     broker.on('client', (client) => this.register(client));
     broker.on('clientDisconnect', (client) => this.unregister(client));
-    broker.on('sessionExpired', (client) => this.receiveTimes.endSession(client.id));
+    broker.on('sessionExpired', (client) => this.endSession(client.id));
     broker.on('clientError', (client, err) =>
       log.debug(
         {
@@ -332,7 +364,8 @@ export class MqttBridge implements BridgeConnections {
     const conn = this.identities.get(client);
     if (!conn) return;
     this.sessionHolders.set(client.id, client);
-    if (this.cleanStarts.has(client)) this.receiveTimes.endSession(client.id);
+    if (this.cleanStarts.has(client)) this.endSession(client.id);
+    else this.pruneSession(client);
     const { bridgeId } = conn.identity;
     if (this.revoked.has(bridgeId)) {
       client.disconnect({ reasonCode: ReasonCode.notAuthorized });
@@ -357,7 +390,7 @@ export class MqttBridge implements BridgeConnections {
     if (this.sessionHolders.get(client.id) === client) {
       this.sessionHolders.delete(client.id);
       // Session Expiry 0 (read now: a DISCONNECT may change it): the session ends with the connection.
-      if (client.sessionExpiryInterval === 0) this.receiveTimes.endSession(client.id);
+      if (client.sessionExpiryInterval === 0) this.endSession(client.id);
     }
     const { bridgeId } = conn.identity;
     const set = this.byBridge.get(bridgeId);
@@ -368,6 +401,31 @@ export class MqttBridge implements BridgeConnections {
     }
     this.deps.log.info({ bridge_id: bridgeId, client_id: client.id }, 'MQTT bridge disconnected');
     this.touch([bridgeId]);
+  }
+
+  /** What this process keeps of a session that ended (Clean Start, expiry, or with its connection). */
+  private endSession(clientId: string): void {
+    this.receiveTimes.endSession(clientId);
+    if (this.incomingQos2) void this.track(this.incomingQos2.clear(clientId));
+  }
+
+  /** A resumed session loses the filters this bridge may not subscribe to (`mayFilter`). */
+  private pruneSession(client: Client): void {
+    const broker = this.broker;
+    if (!broker) return;
+    this.track(
+      pruneStoredSubscriptions(brokerPersistence(broker), client, (c, sub) => this.mayFilter(c, sub.topic)),
+    ).then(
+      (removed) => {
+        if (removed > 0)
+          this.deps.log.info(
+            { client_id: client.id, removed },
+            'refused filters removed from a resumed MQTT session',
+          );
+      },
+      (err: unknown) =>
+        this.deps.log.error({ err, client_id: client.id }, 'could not prune a resumed MQTT session'),
+    );
   }
 
   private touch(ids: string[]): void {
@@ -437,9 +495,15 @@ export class MqttBridge implements BridgeConnections {
 
   // ---- authorisation ----------------------------------------------------------------------------
 
-  private authorizeSubscribe(client: Client, sub: Subscription): Subscription | null {
+  /** Whether the client's bridge may subscribe to the filter: only under its account's root. */
+  private mayFilter(client: Client, filter: string): boolean {
     const conn = this.identities.get(client);
-    if (conn && sub.topic.startsWith(topicRoot(conn.identity.accountId))) return sub;
+    return conn !== undefined && filter.startsWith(topicRoot(conn.identity.accountId));
+  }
+
+  private authorizeSubscribe(client: Client, sub: Subscription): Subscription | null {
+    if (this.mayFilter(client, sub.topic)) return sub;
+    const conn = this.identities.get(client);
     this.deps.log.warn(
       { bridge_id: conn?.identity.bridgeId, account_id: conn?.identity.accountId, filter: sub.topic },
       'MQTT subscription refused: outside the account topic root',
@@ -472,6 +536,10 @@ export class MqttBridge implements BridgeConnections {
     cb: (error?: Error | null) => void,
   ): void {
     stripWillDelay(packet);
+    if (this.broker && isWillOfStoppedBroker(packet, this.broker)) {
+      this.strandedWill(packet, cb);
+      return;
+    }
     const conn = client ? this.identities.get(client) : undefined;
     if (!client || !conn) {
       cb(new Error('not an authenticated bridge'));
@@ -512,6 +580,69 @@ export class MqttBridge implements BridgeConnections {
         this.answer(client, packet, decision);
       })(),
     );
+  }
+
+  /**
+   * The will of a connection whose replica stopped (REDIS_URL), published by aedes' sweep on this
+   * replica: it becomes its device's state as a will on this replica would, unless its bridge is
+   * connected again (to any replica: then the will is stale), is deleted, or cannot be told (a will
+   * stored without the bridge's fingerprint). aedes then routes it, made QoS 0 and not retained so
+   * that it is neither queued nor kept (`authorizeForward` forwards no uplink), and deletes it. A
+   * database that does not answer leaves it stored for the next sweep.
+   */
+  private strandedWill(packet: PublishPacket, cb: (error?: Error | null) => void): void {
+    const work = this.applyStrandedWill(packet).then(() => {
+      packet.qos = 0;
+      packet.retain = false;
+    });
+    this.track(work).then(
+      () => cb(null),
+      (err: unknown) => cb(err instanceof Error ? err : new Error(String(err))),
+    );
+  }
+
+  private async applyStrandedWill(packet: PublishPacket): Promise<void> {
+    const { db, bridges, clock, log } = this.deps;
+    const context = { client_id: willClientId(packet), topic: packet.topic };
+    const fingerprint = willFingerprint(packet);
+    if (!fingerprint) {
+      log.warn(context, 'MQTT will of a stopped replica dropped: it names no bridge');
+      return;
+    }
+    try {
+      const bridge = await bridges.findByFingerprint(db, fingerprint);
+      if (!bridge || bridge.revoked_at !== null || this.revoked.has(bridge.id)) {
+        log.info(
+          { ...context, bridge_id: bridge?.id },
+          'MQTT will of a stopped replica dropped: bridge deleted',
+        );
+        return;
+      }
+      if ((await this.connectedAmong([bridge.id])).has(bridge.id)) {
+        log.info(
+          { ...context, bridge_id: bridge.id },
+          'MQTT will of a stopped replica dropped: its bridge is connected again',
+        );
+        return;
+      }
+      const identity = { bridgeId: bridge.id, accountId: bridge.account_id, siteId: bridge.site_id };
+      const decision = await this.decide(null, identity, packet, clock.nowMicros());
+      log.info(
+        {
+          ...context,
+          bridge_id: bridge.id,
+          ...(decision.kind === 'ack'
+            ? {}
+            : { refused: decision.kind === 'refuse' ? decision.reason : decision.reasonString }),
+        },
+        decision.kind === 'ack'
+          ? 'MQTT will of a stopped replica applied'
+          : 'MQTT will of a stopped replica refused',
+      );
+    } catch (err) {
+      if (isConnectionError(err)) throw err; // kept for the next sweep, logged by the broker's 'error'
+      log.error({ err, ...context }, 'MQTT will of a stopped replica failed; dropped');
+    }
   }
 
   /** Answers a publish through aedes' callback: aedes acknowledges (0x00 or its own 0x87) or not. */
@@ -558,7 +689,7 @@ export class MqttBridge implements BridgeConnections {
 
   /** What to answer; throws only for failures of the service itself (answered 0x80). */
   private async decide(
-    client: Client,
+    client: Client | null,
     bridge: BridgeIdentity,
     packet: PublishPacket,
     receivedAt: number,
@@ -598,7 +729,7 @@ export class MqttBridge implements BridgeConnections {
         reasonString: 'forbidden: cmd/ topics are sent by the service only',
       };
     }
-    if (packet.qos === 2 && !isWill(packet) && (await isQos2Retransmission(client, packet))) {
+    if (client && packet.qos === 2 && !isWill(packet) && (await isQos2Retransmission(client, packet))) {
       return { kind: 'ack' };
     }
     // Admission control: over capacity, a measurement is refused before its payload is read (PUBACK
@@ -626,7 +757,7 @@ export class MqttBridge implements BridgeConnections {
   }
 
   private async measurement(
-    client: Client,
+    client: Client | null,
     packet: PublishPacket,
     bridge: BridgeIdentity,
     segment: string,
@@ -645,7 +776,7 @@ export class MqttBridge implements BridgeConnections {
     // Without `ts` the receive time is the timestamp: a redelivery keeps the first delivery's.
     const ts =
       body.ts ??
-      (packet.messageId === undefined || isWill(packet)
+      (packet.messageId === undefined || isWill(packet) || !client
         ? null
         : this.receiveTimes.stamp(client.id, packet.messageId, packet.dup, receivedAt));
     return this.submit(bridge, segment, { receivedAt, ts, measurements: body.measurements });
@@ -710,6 +841,8 @@ export class MqttBridge implements BridgeConnections {
   ): Promise<boolean> {
     const broker = this.broker;
     if (!broker || this.stopping) return false;
+    // A local_id that is no single topic level ('/', '+', '#') names no device a bridge can be sent to.
+    if (!isTopicLevel(device.localId)) return false;
     if (!(await this.reachable(device))) return false;
     await new Promise<void>((resolve, reject) =>
       broker.publish(
@@ -758,6 +891,11 @@ export class MqttBridge implements BridgeConnections {
   identifyPayload(): { duration_s: number; at: string } {
     return { duration_s: IDENTIFY_SECONDS, at: formatSeconds(this.deps.clock.nowMicros()) };
   }
+}
+
+/** A non-empty topic level without the separator, wildcards or NUL (MQTT-3.3.2-2, MQTT-4.7.3-2). */
+export function isTopicLevel(level: string): boolean {
+  return level.length > 0 && !/[/+#]/.test(level) && !level.includes('\u0000');
 }
 
 function parseJson(payload: Buffer): unknown {

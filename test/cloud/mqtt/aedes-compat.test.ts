@@ -188,7 +188,7 @@ describe('aedes 2.0.0-beta.1 workarounds', () => {
     expect(seen).toEqual(['x/good']);
   });
 
-  it('isQos2Retransmission: a QoS 2 PUBLISH sent again before PUBREL is recognised', async () => {
+  it('isQos2Retransmission: a QoS 2 PUBLISH sent again with DUP before PUBREL is recognised; the same id with another payload or without DUP is a new message', async () => {
     const h = await startBroker();
     const socket = tls.connect({
       host: '127.0.0.1',
@@ -232,11 +232,15 @@ describe('aedes 2.0.0-beta.1 workarounds', () => {
     await waitFor(2);
     send({ ...publish, dup: true });
     await waitFor(3);
-    send({ cmd: 'pubrel', messageId: 3 });
+    send({ ...publish, dup: true, payload: Buffer.from('y') });
     await waitFor(4);
+    send({ ...publish, payload: Buffer.from('y') });
+    await waitFor(5);
+    send({ cmd: 'pubrel', messageId: 3 });
+    await waitFor(6);
     socket.destroy();
-    expect(got).toEqual(['connack', 'pubrec', 'pubrec', 'pubcomp']);
-    expect(h.publishes.map((p) => p.retransmission)).toEqual([false, true]);
+    expect(got).toEqual(['connack', 'pubrec', 'pubrec', 'pubrec', 'pubrec', 'pubcomp']);
+    expect(h.publishes.map((p) => p.retransmission)).toEqual([false, true, false, false]);
   });
 
   it('capQos: a QoS 2 message reaches a QoS 1 wildcard subscriber at QoS 1', async () => {
