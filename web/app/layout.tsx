@@ -23,7 +23,7 @@ const NAV = [
 /** The frame of every signed-in page: a skip link, the navigation, and the page in `<main>`. */
 export function Layout({ children }: { children: ComponentChildren }) {
   const { path } = useLocation();
-  const { me, signOut } = useSession();
+  const { me, signOut, signOutError } = useSession();
   return (
     <>
       <a class="skip-link" href="#main">
@@ -52,6 +52,17 @@ export function Layout({ children }: { children: ComponentChildren }) {
         </div>
       </header>
       <main id="main" tabIndex={-1}>
+        {signOutError && (
+          <div class="error-box sign-out-failed" role="alert">
+            <p>
+              Signing out failed: {signOutError.message} You are still signed in on this browser; on a shared
+              computer, try again before you leave.
+            </p>
+            <button type="button" onClick={() => void signOut()}>
+              Try signing out again
+            </button>
+          </div>
+        )}
         {children}
       </main>
     </>

@@ -1,20 +1,29 @@
 /**
  * The dashboard's live updates: one `EventSource` on `GET /app/api/stream` per tab, shared by every
- * page that listens, opened while at least one listens and closed when none does.
+ * page that listens, opened while at least one listens and closed a moment after none does (so a
+ * move to another page keeps it).
  *
  * The stream sends the current view objects, as the `/app/api` reads show them: `sensor` (a sensor
  * whose value or state changed), `alarm.opened|updated|resolved|acknowledged` (the alarm event),
  * `device` (a device that went online or offline), `signed_out` (the session ended). Nothing is
- * replayed after a break, so when the stream comes back after one, listeners get `resync` and
- * load what they show again.
+ * replayed, and a page's first read may come before the cloud listens for it: at every `ready`,
+ * the first included, the listeners present get `resync` and load what they show again. A listener
+ * that arrives while the stream is live needs none: its own read comes after the cloud listens.
  *
  * Reconnection: the browser's `EventSource` retries on its own after a dropped connection (the
  * cloud tells it to wait 5 s). An answer other than the stream (401 after the session ended, 429
  * with too many tabs open) makes it give up; then the session is checked (a 401 there shows the
  * sign-in page) and a new stream is opened after a delay that doubles up to a minute.
+ *
+ * A stream can also die silently (a laptop waking up, a proxy dropping the connection without a
+ * word): when `ready` announces the heartbeat's period (`heartbeat_ms`), a watchdog closes a stream
+ * that has sent nothing for two periods and ten seconds (60 s for the cloud's 25 s) and opens a new
+ * one. Every event counts as a sign of life, the cloud's `heartbeat` event too (its heartbeat is an
+ * event because `EventSource` never shows comments to the page).
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, API_BASE, ApiError } from './api.ts';
+import { stamp } from './hooks.ts';
 import type { AlarmEvent, Device, Sensor } from './types.ts';
 
 export type AlarmChange = 'opened' | 'updated' | 'resolved' | 'acknowledged';
@@ -23,7 +32,7 @@ export type LiveEvent =
   | { type: 'sensor'; sensor: Sensor }
   | { type: 'alarm'; change: AlarmChange; event: AlarmEvent }
   | { type: 'device'; device: Device }
-  /** The stream is back after a break: what was missed is not sent, so load again. */
+  /** The stream is (back) in place: what came before it is not sent, so load again. */
   | { type: 'resync' };
 
 /** `connecting` until the first `ready`, `live` while open, `offline` while broken (retrying). */
@@ -33,22 +42,50 @@ export const STREAM_URL = `${API_BASE}/stream`;
 const ALARM_CHANGES: AlarmChange[] = ['opened', 'updated', 'resolved', 'acknowledged'];
 const MIN_RETRY_MS = 2000;
 const MAX_RETRY_MS = 60_000;
+/** How long the stream stays open after its last listener left, for the next page to take over. */
+const LINGER_MS = 5000;
+
+/** The silence after which a stream counts as dead: two heartbeats missed, and some slack. */
+export function silenceLimitMs(heartbeatMs: number): number {
+  return 2 * heartbeatMs + 10_000;
+}
 
 type Listener = (e: LiveEvent) => void;
 type StatusListener = (s: LiveStatus) => void;
 
+/** What the connection needs of an `EventSource` (tests give it a fake one). */
+export type StreamSource = Pick<
+  EventSource,
+  'addEventListener' | 'close' | 'readyState' | 'CLOSED' | 'onerror'
+>;
+
+export interface LiveOptions {
+  /** Opens the stream; `new EventSource(url, {withCredentials: true})` by default. */
+  open?: (url: string) => StreamSource;
+  /** The watchdog's limit, instead of the one derived from `ready`'s `heartbeat_ms`. */
+  silenceLimitMs?: number;
+}
+
 /** The tab's one stream and its listeners. Exported for tests of pages that want a fresh one. */
 export class LiveConnection {
-  private source: EventSource | null = null;
+  private source: StreamSource | null = null;
   private readonly listeners = new Set<Listener>();
   private readonly statusListeners = new Set<StatusListener>();
   private status: LiveStatus = 'connecting';
-  /** Whether a `ready` was seen before: a later `ready` follows a break. */
-  private wasReady = false;
   private retryMs = MIN_RETRY_MS;
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
+  private lingerTimer: ReturnType<typeof setTimeout> | null = null;
+  /** The watchdog's limit for the open stream, once known; null: no watchdog. */
+  private silenceMs: number | null = null;
+  private watchdog: ReturnType<typeof setTimeout> | null = null;
+  private readonly open: (url: string) => StreamSource;
 
-  constructor(private readonly url: string = STREAM_URL) {}
+  constructor(
+    private readonly url: string = STREAM_URL,
+    private readonly options: LiveOptions = {},
+  ) {
+    this.open = options.open ?? ((u) => new EventSource(u, { withCredentials: true }));
+  }
 
   subscribe(listener: Listener): () => void {
     this.listeners.add(listener);
@@ -90,52 +127,86 @@ export class LiveConnection {
   }
 
   private ensureOpen(): void {
+    if (this.lingerTimer) clearTimeout(this.lingerTimer);
+    this.lingerTimer = null;
     if (this.source || this.retryTimer) return;
-    const source = new EventSource(this.url, { withCredentials: true });
+    const source = this.open(this.url);
     this.source = source;
-    const parse = <T>(m: MessageEvent): T | null => {
+    const parse = <T>(m: Event): T | null => {
       try {
-        return JSON.parse(m.data as string) as T;
+        return JSON.parse((m as MessageEvent).data as string) as T;
       } catch {
         return null;
       }
     };
-    source.addEventListener('ready', () => {
+    const on = (name: string, handle: (m: Event) => void) =>
+      source.addEventListener(name, (m) => {
+        if (this.source !== source) return;
+        this.alive();
+        handle(m);
+      });
+    on('ready', (m) => {
       this.retryMs = MIN_RETRY_MS;
+      const heartbeatMs = parse<{ heartbeat_ms?: unknown }>(m)?.heartbeat_ms;
+      this.silenceMs =
+        this.options.silenceLimitMs ??
+        (typeof heartbeatMs === 'number' && heartbeatMs > 0 ? silenceLimitMs(heartbeatMs) : null);
+      this.alive();
       this.setStatus('live');
-      if (this.wasReady) this.emit({ type: 'resync' });
-      this.wasReady = true;
+      this.emit({ type: 'resync' });
     });
-    source.addEventListener('sensor', (m) => {
+    on('heartbeat', () => {});
+    on('sensor', (m) => {
       const sensor = parse<Sensor>(m);
       if (sensor) this.emit({ type: 'sensor', sensor });
     });
     for (const change of ALARM_CHANGES) {
-      source.addEventListener(`alarm.${change}`, (m) => {
+      on(`alarm.${change}`, (m) => {
         const event = parse<AlarmEvent>(m);
         if (event) this.emit({ type: 'alarm', change, event });
       });
     }
-    source.addEventListener('device', (m) => {
+    on('device', (m) => {
       const device = parse<Device>(m);
       if (device) this.emit({ type: 'device', device });
     });
-    source.addEventListener('signed_out', () => {
+    on('signed_out', () => {
       this.drop();
       // The session check answers 401, which tells the app to show the sign-in page.
       void this.checkSession();
     });
     source.onerror = () => {
+      if (this.source !== source) return;
+      this.stopWatchdog();
       this.setStatus('offline');
       // CONNECTING: the browser retries by itself. CLOSED: it gave up (an answer that was not the
       // stream); find out why and try again later.
-      if (source.readyState === EventSource.CLOSED) {
+      if (source.readyState === source.CLOSED) {
         this.drop();
         void this.checkSession().then((signedIn) => {
           if (signedIn) this.scheduleRetry();
         });
       }
     };
+  }
+
+  /** A sign of life from the stream: the watchdog starts counting again. */
+  private alive(): void {
+    this.stopWatchdog();
+    if (this.silenceMs === null) return;
+    this.watchdog = setTimeout(() => {
+      this.watchdog = null;
+      // Nothing for too long: the connection is dead without having said so. A new stream
+      // replaces it, and its `ready` makes the pages load again.
+      this.drop();
+      this.setStatus('offline');
+      if (!this.unused()) this.ensureOpen();
+    }, this.silenceMs);
+  }
+
+  private stopWatchdog(): void {
+    if (this.watchdog) clearTimeout(this.watchdog);
+    this.watchdog = null;
   }
 
   /** True when the session still holds (a 401 makes `api` tell the app it ended). */
@@ -159,6 +230,8 @@ export class LiveConnection {
   }
 
   private drop(): void {
+    this.stopWatchdog();
+    this.silenceMs = null;
     this.source?.close();
     this.source = null;
   }
@@ -168,13 +241,15 @@ export class LiveConnection {
   }
 
   private closeIfUnused(): void {
-    if (!this.unused()) return;
-    this.drop();
-    if (this.retryTimer) clearTimeout(this.retryTimer);
-    this.retryTimer = null;
-    // The next listener opens a fresh stream; the pages load what they show anyway.
-    this.wasReady = false;
-    this.status = 'connecting';
+    if (!this.unused() || this.lingerTimer) return;
+    this.lingerTimer = setTimeout(() => {
+      this.lingerTimer = null;
+      if (!this.unused()) return;
+      this.drop();
+      if (this.retryTimer) clearTimeout(this.retryTimer);
+      this.retryTimer = null;
+      this.status = 'connecting';
+    }, LINGER_MS);
   }
 }
 
@@ -201,23 +276,24 @@ export function useLive(handler: (e: LiveEvent) => void): LiveStatus {
 }
 
 /**
- * Keeps the newest copy of each object that arrives live, by id, to lay over what a page loaded:
- * `patched(list)` answers the list with every object replaced by its live copy. `reset()` forgets
- * them (after the page loads again).
+ * Keeps the newest copy of each object that arrives live, by id, to lay over what a page loaded.
+ * A copy wins over the loaded object only when it arrived after the read that loaded it began
+ * (`Loaded.loadedAt`): a reload that answers replaces older copies, and one that fails leaves the
+ * newest copies on screen rather than the older answer beneath them.
  */
 export function useLiveCopies<T extends { id: string }>() {
-  const [copies, setCopies] = useState<ReadonlyMap<string, T>>(new Map());
+  const [copies, setCopies] = useState<ReadonlyMap<string, { item: T; at: number }>>(new Map());
+  const get = (item: T, loadedAt: number): T => {
+    const copy = copies.get(item.id);
+    return copy && copy.at > loadedAt ? copy.item : item;
+  };
   return {
-    copies,
-    put: (item: T) =>
-      setCopies((m) => {
-        const next = new Map(m);
-        next.set(item.id, item);
-        return next;
-      }),
-    reset: () => setCopies(new Map()),
-    patched: (list: readonly T[]): T[] => list.map((x) => copies.get(x.id) ?? x),
-    get: (item: T): T => copies.get(item.id) ?? item,
+    put: (item: T) => {
+      const at = stamp();
+      setCopies((m) => new Map(m).set(item.id, { item, at }));
+    },
+    get,
+    patched: (list: readonly T[], loadedAt: number): T[] => list.map((x) => get(x, loadedAt)),
   };
 }
 

@@ -14,13 +14,17 @@ interface SessionValue {
   /** The signed-in account, null when signed out, undefined while the first answer is awaited. */
   me: Me | null | undefined;
   refresh: () => Promise<void>;
+  /** Ends this browser's session; when the cloud cannot be told, the session holds and `signOutError` says so. */
   signOut: () => Promise<void>;
+  /** Why the last sign-out failed (the session is still valid), null otherwise. */
+  signOutError: ApiError | null;
 }
 
 const SessionContext = createContext<SessionValue>({
   me: undefined,
   refresh: async () => {},
   signOut: async () => {},
+  signOutError: null,
 });
 
 export const useSession = () => useContext(SessionContext);
@@ -42,12 +46,20 @@ export function SessionProvider({ children }: { children: ComponentChildren }) {
     void refresh();
     return onSignedOut(() => setMe(null));
   }, []);
+  const [signOutError, setSignOutError] = useState<ApiError | null>(null);
+  // Only an answer that the session is over shows the sign-in page: on a shared computer, a
+  // sign-out that did not reach the cloud leaves the session valid, and the person must know.
   const signOut = async () => {
+    setSignOutError(null);
     try {
       await api.post('/auth/logout');
-    } finally {
-      setMe(null);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 401)) {
+        setSignOutError(e instanceof ApiError ? e : new ApiError(0, 'client', String(e)));
+        return;
+      }
     }
+    setMe(null);
   };
   if (failure && me === undefined) {
     return (
@@ -60,5 +72,9 @@ export function SessionProvider({ children }: { children: ComponentChildren }) {
       </main>
     );
   }
-  return <SessionContext.Provider value={{ me, refresh, signOut }}>{children}</SessionContext.Provider>;
+  return (
+    <SessionContext.Provider value={{ me, refresh, signOut, signOutError }}>
+      {children}
+    </SessionContext.Provider>
+  );
 }

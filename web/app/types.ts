@@ -109,9 +109,22 @@ export interface AlarmEvent {
   condition?: (AlertCondition & { index: number }) | null;
 }
 
-/** A value with its unit, rounded as a thermometer shows it. */
+/**
+ * The unit `boolean` is a leak sensor's (shared/kinds.ts): 1 is water detected, 0 dry. Its values
+ * are words, never "1.0 boolean".
+ */
+export const isLeakUnit = (unit: string | undefined) => unit === 'boolean';
+
+/** A unit after a number (" °C"), nothing for a leak sensor's 0 and 1. */
+export const unitSuffix = (unit: string | undefined) => (unit && !isLeakUnit(unit) ? ` ${unit}` : '');
+
+/** A unit as a form field's label names it: "°C", "0 dry, 1 leak". */
+export const unitHint = (unit: string) => (isLeakUnit(unit) ? '0 dry, 1 leak' : unit);
+
+/** A value with its unit, rounded as a thermometer shows it; a leak sensor's as "Leak" or "Dry". */
 export function formatValue(value: number | null | undefined, unit: string): string {
   if (value === null || value === undefined) return '–';
+  if (isLeakUnit(unit)) return value > 0 ? 'Leak' : 'Dry';
   const digits = Math.abs(value) >= 100 ? 0 : 1;
   return `${value.toFixed(digits)} ${unit}`.trim();
 }

@@ -12,7 +12,7 @@ import type { SensorsService } from '../sensors/sensors.service.ts';
 import { sensorView } from '../sensors/sensors.view.ts';
 import type { AlarmChange, LiveMessage } from './live.service.ts';
 
-/** A heartbeat comment this often keeps proxies from closing an idle stream; sessions are checked then too. */
+/** A heartbeat event this often keeps proxies from closing an idle stream; sessions are checked then too. */
 export const HEARTBEAT_MS = 25_000;
 /** Open streams per account (a few people with a few tabs each); one more is 429 `rate_limited`. */
 export const MAX_STREAMS_PER_ACCOUNT = 20;
@@ -161,7 +161,14 @@ class LiveStream {
     // Subscribed before `ready` is sent: every change after `ready` reaches this stream.
     this.unsubscribe = this.deps.hub.subscribe(accountTopic(principal.accountId), (m) => this.heard(m));
     this.write(`retry: ${RETRY_MS}\n\n`);
-    this.send('ready', JSON.stringify({ account_id: principal.accountId, user_id: principal.userId }));
+    this.send(
+      'ready',
+      JSON.stringify({
+        account_id: principal.accountId,
+        user_id: principal.userId,
+        heartbeat_ms: HEARTBEAT_MS,
+      }),
+    );
   }
 
   private heard(message: HubMessage): void {
@@ -236,10 +243,14 @@ class LiveStream {
     }
   }
 
-  /** The heartbeat: a comment, and the end of the stream when its session has ended. */
+  /**
+   * The heartbeat: an event (a comment would keep proxies from closing the stream too, but
+   * `EventSource` hides comments, and the dashboard tells a dead stream by the missing heartbeat),
+   * and the end of the stream when its session has ended.
+   */
   async beat(): Promise<void> {
     if (this.ended) return;
-    this.write(': heartbeat\n\n');
+    this.send('heartbeat', '{}');
     try {
       const end = await this.deps.sessionEnd(this.principal.sessionId);
       if (end === null || end <= this.deps.nowMicros()) this.signOut();

@@ -62,6 +62,7 @@ describe.each(DATABASES)('the dashboard stream on %s', (db) => {
     expect((await mine.waitFor('ready')).data).toEqual({
       account_id: w.user.accountId,
       user_id: w.user.userId,
+      heartbeat_ms: 25_000,
     });
     await theirs.waitFor('ready');
 
@@ -160,7 +161,7 @@ describe.each(DATABASES)('the dashboard stream on %s', (db) => {
     const idle = await stream(late);
     await idle.waitFor('ready');
     await w.t.cloud.services.liveStreams.checkSessions();
-    await eventually(() => idle.comments > 0, 'a heartbeat comment');
+    await idle.waitFor('heartbeat');
     expect(idle.ended).toBe(false);
     w.clock.set(w.clock.nowMicros() + 31 * DAY);
     await w.t.cloud.services.liveStreams.checkSessions();

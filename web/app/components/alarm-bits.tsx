@@ -1,14 +1,23 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, seg } from '../api.ts';
 import { useSession } from '../session.tsx';
-import type { AlarmEvent, AlertCondition, Device, Sensor } from '../types.ts';
+import {
+  isLeakUnit,
+  unitSuffix,
+  type AlarmEvent,
+  type AlertCondition,
+  type Device,
+  type Sensor,
+} from '../types.ts';
 import { ErrorBox, Field, SeverityBadge } from './ui.tsx';
 
 /** A condition in words: "Above 8 °C for 10 min (hysteresis 0.5) — critical". */
 export function conditionText(c: AlertCondition, unit = ''): string {
-  const u = unit ? ` ${unit}` : '';
+  const u = unitSuffix(unit);
   let what: string;
-  if (c.type === 'above') what = `Above ${c.value}${u}`;
+  if (isLeakUnit(unit) && c.type === 'above') what = 'Leak detected';
+  else if (isLeakUnit(unit) && c.type === 'below') what = 'Dry';
+  else if (c.type === 'above') what = `Above ${c.value}${u}`;
   else if (c.type === 'below') what = `Below ${c.value}${u}`;
   else if (c.type === 'outside') what = `Outside ${c.min} to ${c.max}${u}`;
   else if (c.type === 'no_data') what = `No data for ${c.minutes} min`;
@@ -22,15 +31,18 @@ export function conditionText(c: AlertCondition, unit = ''): string {
 }
 
 /**
- * What an alarm is, in words: "Above 5 °C", "Below 2 °C", "No data"; an alert rule's alarm by the
- * condition that fired ("Rises by more than 2 °C within 15 min").
+ * What an alarm is, in words: "Above 5 °C", "Below 2 °C", "No data", "Leak detected" (a leak
+ * sensor above its band); an alert rule's alarm by the condition that fired ("Rises by more than
+ * 2 °C within 15 min").
  */
 export function alarmTitle(
   e: Pick<AlarmEvent, 'kind' | 'ok_min' | 'ok_max' | 'condition'>,
   unit = '',
 ): string {
-  const u = unit ? ` ${unit}` : '';
+  const u = unitSuffix(unit);
   if (e.condition) return conditionText(e.condition, unit);
+  if (isLeakUnit(unit) && e.kind === 'threshold_high') return 'Leak detected';
+  if (isLeakUnit(unit) && e.kind === 'threshold_low') return 'Dry';
   if (e.kind === 'threshold_high') return e.ok_max === null ? 'Too high' : `Above ${e.ok_max}${u}`;
   if (e.kind === 'threshold_low') return e.ok_min === null ? 'Too low' : `Below ${e.ok_min}${u}`;
   if (e.kind === 'no_data') return 'No data';

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { all, api, ApiError, seg } from '../api.ts';
 import { useSession } from '../session.tsx';
 import { useLoad } from '../hooks.ts';
-import type { AlertCondition, AlertRule, Sensor } from '../types.ts';
+import { unitHint, type AlertCondition, type AlertRule, type Sensor } from '../types.ts';
 import { Confirm } from './confirm.tsx';
 import { conditionText } from './alarm-bits.tsx';
 import { ErrorBox, Field, SeverityBadge } from './ui.tsx';
@@ -268,7 +268,7 @@ function RuleEditor(props: {
       </Field>
     );
   };
-  const u = sensor.unit ? ` (${sensor.unit})` : '';
+  const u = sensor.unit ? ` (${unitHint(sensor.unit)})` : '';
 
   return (
     <form class="alert-rule-form" onSubmit={(e) => void submit(e)} noValidate>

@@ -13,6 +13,7 @@ import {
 import { api, seg, type ApiError, type Page } from '../api.ts';
 import { useLoad } from '../hooks.ts';
 import { ErrorBox, Loading } from './ui.tsx';
+import { unitSuffix } from '../types.ts';
 
 /** Buckets per page asked of the read API (its maximum). */
 const PAGE = 500;
@@ -141,7 +142,7 @@ export function SensorChart(props: {
     : loading && !ofThisRange
       ? 'Reading the measurements of this range'
       : values.length
-        ? `${values.length} ${BUCKET_WORDS[agg]} means from ${Math.min(...values).toFixed(1)} to ${Math.max(...values).toFixed(1)} ${props.unit}`
+        ? `${values.length} ${BUCKET_WORDS[agg]} means from ${Math.min(...values).toFixed(1)} to ${Math.max(...values).toFixed(1)}${unitSuffix(props.unit)}`
         : 'No measurements in this range';
   return (
     <figure class="chart">
@@ -151,7 +152,7 @@ export function SensorChart(props: {
         class="chart-canvas"
         ref={box}
         role="img"
-        aria-label={`Chart of ${props.label}: ${summary}${props.band ? `; operating band ${props.band.min} to ${props.band.max} ${props.unit}` : ''}`}
+        aria-label={`Chart of ${props.label}: ${summary}${props.band ? `; operating band ${props.band.min} to ${props.band.max}${unitSuffix(props.unit)}` : ''}`}
       />
       <figcaption class="muted">
         {summary}. <span class="legend-band" aria-hidden="true" /> operating band{' '}

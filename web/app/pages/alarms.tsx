@@ -50,6 +50,15 @@ function matches(e: AlarmEvent, f: Filters): boolean {
   return true;
 }
 
+/** The list with `e` added (when new), replaced or removed as the filters say, newest first. */
+function upserted(list: AlarmEvent[], e: AlarmEvent, isNew: boolean, f: Filters): AlarmEvent[] {
+  const rest = list.filter((x) => x.id !== e.id);
+  if (!matches(e, f)) return rest;
+  const known = rest.length !== list.length;
+  if (!known && !isNew) return list;
+  return [e, ...rest].sort((a, b) => b.started_at.localeCompare(a.started_at));
+}
+
 async function loadPage(f: Filters, cursor: string | null): Promise<Page<AlarmEvent>> {
   const q = new URLSearchParams({ limit: String(PAGE_SIZE) });
   if (f.site_id) q.set('site_id', f.site_id);
@@ -72,21 +81,34 @@ export function AlarmsPage() {
   const [loading, setLoading] = useState(false);
   const [announce, setAnnounce] = useState('');
   const [generation, setGeneration] = useState(0);
+  // The filters the list on screen was read with: other filters empty it at once, a reload of the
+  // same ones (after a reconnect) leaves it, and each item's state with it (an open
+  // acknowledgement, its note, the focus), until the answer arrives.
+  const shownKey = useRef<string | null>(null);
+  // Live changes that arrived while the read was out: laid over its answer, which may predate them.
+  const arrived = useRef<{ event: AlarmEvent; isNew: boolean }[] | null>(null);
 
   useEffect(() => {
     let stale = false;
-    setEvents(null);
+    if (shownKey.current !== key) {
+      shownKey.current = key;
+      setEvents(null);
+    }
+    arrived.current = [];
     setLoading(true);
     loadPage(filters, null).then(
       (page) => {
         if (stale) return;
-        setEvents(page.data);
+        const meanwhile = arrived.current ?? [];
+        arrived.current = null;
+        setEvents(meanwhile.reduce((list, a) => upserted(list, a.event, a.isNew, filters), page.data));
         setCursor(page.has_more ? page.next_cursor : null);
         setError(null);
         setLoading(false);
       },
       (e: unknown) => {
         if (stale) return;
+        arrived.current = null;
         setError(e instanceof ApiError ? e : new ApiError(0, 'client', String(e)));
         setLoading(false);
       },
@@ -110,14 +132,8 @@ export function AlarmsPage() {
   };
 
   const upsert = (e: AlarmEvent, isNew: boolean) => {
-    setEvents((list) => {
-      if (!list) return list;
-      const rest = list.filter((x) => x.id !== e.id);
-      if (!matches(e, filters)) return rest;
-      const known = rest.length !== list.length;
-      if (!known && !isNew) return list;
-      return [e, ...rest].sort((a, b) => b.started_at.localeCompare(a.started_at));
-    });
+    arrived.current?.push({ event: e, isNew });
+    setEvents((list) => (list ? upserted(list, e, isNew, filters) : list));
   };
   const status = useLive((e) => {
     if (e.type === 'resync') {

@@ -311,14 +311,15 @@ export function DevicePage() {
   const id = params.id ?? '';
   const { me } = useSession();
   const loaded = useLoad(() => loadDevice(id), [id]);
-  const [changed, setChanged] = useState<Device | null>(null);
+  // The device and its sensors as they arrive live or from a save, laid over what was loaded.
+  const deviceCopies = useLiveCopies<Device>();
+  const setChanged = deviceCopies.put;
   const sensorCopies = useLiveCopies<Sensor>();
   const data = loaded.data;
   const now = useNow();
   const status = useLive((e) => {
     if (e.type === 'resync') {
-      setChanged(null);
-      sensorCopies.reset();
+      // The copies stay until the reload answers (they are newer than what is on screen).
       loaded.reload();
     } else if (e.type === 'device' && e.device.id === id) {
       setChanged(e.device);
@@ -327,14 +328,14 @@ export function DevicePage() {
       else loaded.reload();
     }
   });
-  const device = changed?.id === id ? changed : data?.device;
+  const device = data ? deviceCopies.get(data.device, loaded.loadedAt) : undefined;
   useTitle(device ? deviceName(device) : 'Device');
 
   if (loaded.error && !data) return <LoadFailed error={loaded.error} what="device" />;
   if (!data || !device) return <Loading what="Loading the device" />;
   const site = data.sites.find((s) => s.id === device.site_id);
   const sensors = sensorCopies
-    .patched(data.sensors)
+    .patched(data.sensors, loaded.loadedAt)
     .sort((a, b) => sensorName(a).localeCompare(sensorName(b)));
   const model = data.models.find((m) => m.model === device.model);
 

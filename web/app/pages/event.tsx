@@ -13,9 +13,9 @@ import { SensorChart } from '../components/sensor-chart.tsx';
 import { LiveStatus } from '../components/live-status.tsx';
 import { LoadFailed, Loading, SeverityBadge, Time } from '../components/ui.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
-import { useLive } from '../live.ts';
+import { useLive, useLiveCopies } from '../live.ts';
 import { sensorName as kindName } from '../site-helpers.ts';
-import { deviceName, formatValue, type AlarmEvent, type AlertRule, type Site } from '../types.ts';
+import { deviceName, formatValue, unitSuffix, type AlarmEvent, type AlertRule, type Site } from '../types.ts';
 import '../sensors.css';
 
 /** Measurements shown either side of the event on its chart. */
@@ -55,7 +55,9 @@ function history(e: AlarmEvent, unit: string, who: (id: string | null) => string
           : `First reading ${e.kind === 'threshold_high' ? 'above' : 'below'} ${e.rule_id ? 'the bound' : 'the band'}`,
       tone: 'info',
       detail:
-        e.ok_min !== null && e.ok_max !== null ? `band ${e.ok_min} to ${e.ok_max} ${unit}`.trim() : undefined,
+        e.ok_min !== null && e.ok_max !== null
+          ? `band ${e.ok_min} to ${e.ok_max}${unitSuffix(unit)}`
+          : undefined,
     });
     if (e.alarm_at)
       steps.push({
@@ -105,18 +107,26 @@ export function EventPage() {
   const { params } = useRoute();
   const id = params.id!;
   const loaded = useLoad(() => loadEvent(id), [id]);
-  const [live, setLive] = useState<AlarmEvent | null>(null);
+  // The event as it arrives live or from an acknowledgement, laid over the loaded one while newer.
+  const copies = useLiveCopies<AlarmEvent>();
+  const setLive = copies.put;
   const who = useUserName();
-  // The chart's range ends at the time the page opened, so renders do not move it (and reload it).
-  const [openedAt] = useState(Date.now);
-  const event = live?.id === id ? live : loaded.data?.event;
+  // The chart's range ends at the last news of the event: the time the page opened, moved on by
+  // each live change of the event or reading of its sensor (renders alone do not move it, which
+  // would read the chart again each time).
+  const [chartNow, setChartNow] = useState(Date.now);
+  const event = loaded.data ? copies.get(loaded.data.event, loaded.loadedAt) : undefined;
   const names = loaded.data?.names ?? null;
   const unit = names?.sensor.unit ?? '';
   useTitle(event ? `${alarmTitle(event, unit)} (alarm)` : 'Alarm');
   const status = useLive((e) => {
-    if (e.type === 'alarm' && e.event.id === id) setLive(e.event);
-    else if (e.type === 'resync') {
-      setLive(null);
+    if (e.type === 'alarm' && e.event.id === id) {
+      setLive(e.event);
+      setChartNow(Date.now());
+    } else if (e.type === 'sensor' && event && e.sensor.id === event.sensor_id) {
+      setChartNow(Date.now());
+    } else if (e.type === 'resync') {
+      setChartNow(Date.now());
       loaded.reload();
     }
   });
@@ -131,7 +141,7 @@ export function EventPage() {
     );
   if (!event) return <Loading />;
   const site = loaded.data?.site;
-  const endMs = Math.min(openedAt, (event.ended_at ? Date.parse(event.ended_at) : openedAt) + MARGIN_MS);
+  const endMs = Math.min(chartNow, (event.ended_at ? Date.parse(event.ended_at) : chartNow) + MARGIN_MS);
   const startMs = Date.parse(event.started_at) - MARGIN_MS;
   return (
     <>
@@ -202,7 +212,8 @@ export function EventPage() {
           <>
             <dt>Operating band</dt>
             <dd>
-              {event.ok_min} to {event.ok_max} {unit}
+              {event.ok_min} to {event.ok_max}
+              {unitSuffix(unit)}
             </dd>
             <dt>Peak</dt>
             <dd>{formatValue(event.peak_value, unit)}</dd>

@@ -85,8 +85,7 @@ export function Overview() {
   const now = useNow();
   const status = useLive((e) => {
     if (e.type === 'resync') {
-      sensorCopies.reset();
-      deviceCopies.reset();
+      // The live copies stay until the reload answers (they are newer than what is on screen).
       sites.reload();
       alarms.reload();
     } else if (e.type === 'sensor') {
@@ -101,8 +100,10 @@ export function Overview() {
   });
 
   const data = sites.data;
-  const devices = new Map((data ? deviceCopies.patched(data.devices) : []).map((d) => [d.id, d]));
-  const sensors = data ? sensorCopies.patched(data.sensors) : [];
+  const devices = new Map(
+    (data ? deviceCopies.patched(data.devices, sites.loadedAt) : []).map((d) => [d.id, d]),
+  );
+  const sensors = data ? sensorCopies.patched(data.sensors, sites.loadedAt) : [];
   const sensorById = new Map(sensors.map((s) => [s.id, s]));
   const views = (data?.sites ?? []).map((site) => {
     const rows = sensors

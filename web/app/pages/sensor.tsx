@@ -18,9 +18,17 @@ import {
 } from '../components/ui.tsx';
 import { fieldOf, fromLocalInput, toLocalInput } from '../forms.ts';
 import { useLoad, useTitle } from '../hooks.ts';
-import { useLive, useNow } from '../live.ts';
+import { useLive, useLiveCopies, useNow } from '../live.ts';
 import { sensorName as kindName } from '../site-helpers.ts';
-import { deviceName, formatValue, type AlarmEvent, type Device, type Sensor, type Site } from '../types.ts';
+import {
+  deviceName,
+  formatValue,
+  unitHint,
+  type AlarmEvent,
+  type Device,
+  type Sensor,
+  type Site,
+} from '../types.ts';
 import '../sensors.css';
 
 interface Silence {
@@ -56,9 +64,12 @@ export function SensorPage() {
   const { params } = useRoute();
   const id = params.id!;
   const ctx = useLoad(() => loadContext(id), [id]);
-  const [sensor, setSensor] = useState<Sensor | null>(null);
+  // The sensor as it arrives live or from a save, laid over the loaded one while it is newer: a
+  // reload (after a reconnect) that answers replaces it, one that fails leaves it.
+  const copies = useLiveCopies<Sensor>();
+  const setSensor = copies.put;
   const [version, setVersion] = useState(0);
-  const current = sensor?.id === id ? sensor : (ctx.data?.sensor ?? null);
+  const current = ctx.data ? copies.get(ctx.data.sensor, ctx.loadedAt) : null;
   const now = useNow();
   useTitle(ctx.data ? sensorName(ctx.data) : 'Sensor');
 
@@ -344,10 +355,10 @@ function RuleForm({ sensor, onSaved }: { sensor: Sensor; onSaved: (s: Sensor) =>
       <h2 id="rule-h">Thresholds</h2>
       <form class="rule-form" onSubmit={(e) => void submit(e)} noValidate>
         <div class="field-row">
-          <Field id="rule-ok_min" label={`Lowest OK value (${sensor.unit})`} error={msg('ok_min')}>
+          <Field id="rule-ok_min" label={`Lowest OK value (${unitHint(sensor.unit)})`} error={msg('ok_min')}>
             {input('ok_min', 'any')}
           </Field>
-          <Field id="rule-ok_max" label={`Highest OK value (${sensor.unit})`} error={msg('ok_max')}>
+          <Field id="rule-ok_max" label={`Highest OK value (${unitHint(sensor.unit)})`} error={msg('ok_max')}>
             {input('ok_max', 'any')}
           </Field>
         </div>
@@ -401,13 +412,21 @@ const SILENCE_FIELDS = ['reason', 'from', 'to'] as const;
 
 function Silences({ sensor, onChange }: { sensor: Sensor; onChange: () => void }) {
   const list = useLoad(() => all<Silence>(`/sensors/${seg(sensor.id)}/silences`), [sensor.id]);
+  // From and To are null until typed in: they then mean "now" and "an hour later", shown as the
+  // time goes by and taken when Silence is pressed, so a page left open never silences the past.
   // To the second: a window "from now" cut to the minute would reach back over an alarm raised
   // earlier in that minute.
-  const [form, setForm] = useState(() => ({
-    from: toLocalInput(Date.now(), true),
-    to: toLocalInput(Date.now() + 3600_000, true),
+  const [form, setForm] = useState<{ from: string | null; to: string | null; reason: string }>({
+    from: null,
+    to: null,
     reason: '',
-  }));
+  });
+  const shownNow = useNow();
+  const defaults = (at: number) => ({
+    from: toLocalInput(at, true),
+    to: toLocalInput(at + 3600_000, true),
+  });
+  const shown = { ...defaults(shownNow), ...withoutNulls(form) };
   const [error, setError] = useState<ApiError | null>(null);
   const [endError, setEndError] = useState<ApiError | null>(null);
   const [busy, setBusy] = useState(false);
@@ -417,14 +436,15 @@ function Silences({ sensor, onChange }: { sensor: Sensor; onChange: () => void }
   const create = async (e: Event) => {
     e.preventDefault();
     setBusy(true);
+    const sent = { ...defaults(Date.now()), ...withoutNulls(form) };
     try {
       await api.post(`/sensors/${seg(sensor.id)}/silence`, {
-        from: fromLocalInput(form.from),
-        to: fromLocalInput(form.to),
+        from: fromLocalInput(sent.from),
+        to: fromLocalInput(sent.to),
         reason: form.reason,
       });
       setError(null);
-      setForm({ ...form, reason: '' });
+      setForm({ from: null, to: null, reason: '' });
       list.reload();
       onChange();
     } catch (err) {
@@ -501,7 +521,7 @@ function Silences({ sensor, onChange }: { sensor: Sensor; onChange: () => void }
               id="silence-from"
               type="datetime-local"
               step="1"
-              value={form.from}
+              value={shown.from}
               onInput={(e) => setForm({ ...form, from: e.currentTarget.value })}
             />
           </Field>
@@ -510,7 +530,7 @@ function Silences({ sensor, onChange }: { sensor: Sensor; onChange: () => void }
               id="silence-to"
               type="datetime-local"
               step="1"
-              value={form.to}
+              value={shown.to}
               onInput={(e) => setForm({ ...form, to: e.currentTarget.value })}
             />
           </Field>
@@ -531,6 +551,15 @@ function Silences({ sensor, onChange }: { sensor: Sensor; onChange: () => void }
       </form>
     </section>
   );
+}
+
+/** The fields of `o` that are not null. */
+function withoutNulls<T extends Record<string, unknown>>(
+  o: T,
+): Partial<{ [K in keyof T]: NonNullable<T[K]> }> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null)) as Partial<{
+    [K in keyof T]: NonNullable<T[K]>;
+  }>;
 }
 
 interface RecomputeResult {

@@ -156,8 +156,7 @@ export function SitePage() {
   const now = useNow();
   const status = useLive((e) => {
     if (e.type === 'resync') {
-      sensorCopies.reset();
-      deviceCopies.reset();
+      // The live copies stay until the reload answers (they are newer than what is on screen).
       loaded.reload();
     } else if (e.type === 'sensor') {
       if (!data) return;
@@ -175,8 +174,8 @@ export function SitePage() {
   if (loaded.error && !data) return <LoadFailed error={loaded.error} what="site" />;
   if (!data || !site) return <Loading what="Loading the site" />;
 
-  const devices = deviceCopies.patched(data.devices).filter((d) => d.site_id === id);
-  const sensors = sensorCopies.patched(data.sensors);
+  const devices = deviceCopies.patched(data.devices, loaded.loadedAt).filter((d) => d.site_id === id);
+  const sensors = sensorCopies.patched(data.sensors, loaded.loadedAt);
   const deviceById = new Map(devices.map((d) => [d.id, d]));
   const health = (d: Device, kind: string) => sensors.find((s) => s.device_id === d.id && s.kind === kind);
   const placeSensors = sensors
