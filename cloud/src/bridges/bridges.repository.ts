@@ -39,8 +39,15 @@ export class BridgesRepository {
       .executeTakeFirst();
   }
 
-  async revoke(db: Db, id: string, now: number): Promise<void> {
-    await db.updateTable('bridges').set({ revoked_at: now }).where('id', '=', id).execute();
+  /** Revokes a live bridge; false when a concurrent revoke got there first. */
+  async revoke(db: Db, id: string, now: number): Promise<boolean> {
+    const result = await db
+      .updateTable('bridges')
+      .set({ revoked_at: now })
+      .where('id', '=', id)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
   }
 
   /** Of `ids`, those revoked meanwhile (by this or another process). */

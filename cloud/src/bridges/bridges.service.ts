@@ -83,7 +83,7 @@ export class BridgesService {
       const row = await bridges.find(trx, by.accountId, id);
       if (!row) throw notFound('bridge');
       const now = clock.nowMicros();
-      await bridges.revoke(trx, id, now);
+      if (!(await bridges.revoke(trx, id, now))) throw notFound('bridge');
       await audit.record(trx, {
         accountId: by.accountId,
         kind: 'bridge.revoked',

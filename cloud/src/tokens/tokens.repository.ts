@@ -37,8 +37,18 @@ export class TokensRepository {
       .executeTakeFirst();
   }
 
-  async revoke(db: Db, id: string, now: number): Promise<void> {
-    await db.updateTable('api_tokens').set({ revoked_at: now }).where('id', '=', id).execute();
+  /**
+   * Revokes a live token; false when it is revoked already (a concurrent revoke got there first:
+   * on PostgreSQL the second waits for the first's row lock, then finds no live row).
+   */
+  async revoke(db: Db, id: string, now: number): Promise<boolean> {
+    const result = await db
+      .updateTable('api_tokens')
+      .set({ revoked_at: now })
+      .where('id', '=', id)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
   }
 
   /** Written at most once a minute per token, so busy scripts do not turn every read into a write. */

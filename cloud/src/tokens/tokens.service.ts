@@ -57,7 +57,7 @@ export class TokensService {
       const row = await tokens.findLive(trx, by.accountId, id);
       if (!row) throw notFound('token');
       const now = clock.nowMicros();
-      await tokens.revoke(trx, id, now);
+      if (!(await tokens.revoke(trx, id, now))) throw notFound('token');
       await audit.record(trx, {
         accountId: by.accountId,
         kind: 'token.revoked',
