@@ -37,7 +37,7 @@ export function buildWebhooks(deps: {
     }),
   );
   jobs.register(DEVICE_STATE_JOB, {
-    run: (payload) => webhooks.publishDeviceStates(payload as DeviceStateChange[]),
+    run: (payload, job) => webhooks.publishDeviceStates(payload as DeviceStateChange[], job.id),
   });
   ingest.onDeviceState(() => webhooks.kick());
   return { webhooksRepository, webhooks };

@@ -153,13 +153,16 @@ export class WebhooksService {
   /**
    * `device.online` / `device.offline` for devices the ingest core flipped (an uplink after silence,
    * a Shelly `lwt`, an MQTT last-will). Runs as the `device_state` job that ingest queued in the
-   * same transaction as the flip, so a crash in between loses nothing.
+   * same transaction as the flip, so a crash in between loses nothing; the job is marked done in
+   * the transaction that queues the deliveries, so a second run of it (its claim lapsed, or its
+   * process died before the job was marked done) queues nothing again: each delivery keeps one id.
    */
-  async publishDeviceStates(changes: DeviceStateChange[]): Promise<void> {
-    const { db, clock } = this.deps;
+  async publishDeviceStates(changes: DeviceStateChange[], jobId: string): Promise<void> {
+    const { db, clock, jobs } = this.deps;
     const now = clock.nowMicros();
     let queued = 0;
     await db.transaction().execute(async (trx) => {
+      if (!(await jobs.finishIn(trx, jobId))) return;
       for (const c of changes) {
         queued += await this.publish(
           trx,

@@ -52,4 +52,40 @@ describe.each(DATABASES)('device state webhooks on %s', (db) => {
     expect(done.done_at).not.toBeNull();
     expect(done.failed_at).toBeNull();
   });
+
+  it('marks the device_state job done with the deliveries it queues: a second run queues none', async () => {
+    t = await startTestCloud({ db, env: { WEBHOOK_ALLOW_PRIVATE: 'true' } });
+    const user = await signUp(t, 'ops@example.com');
+    const hook = await t.http.post(
+      '/v1/webhooks',
+      { url: 'http://127.0.0.1:9/hook', events: ['device.offline'] },
+      { token: user.token },
+    );
+    expect(hook.status).toBe(201);
+    const site = await createSite(t, user.token);
+    const device = await createDevice(t, user.token, site.id, { model: 'shelly-ht-gen1' });
+    const { jobs, db: database, webhooks } = t.cloud.services;
+    const reading = `/v1/ingest/shelly?token=${device.ingest_token}&device=${device.local_id}&temp=4`;
+    expect((await t.http.get(reading)).status).toBe(200); // never seen → online
+    await jobs.drain();
+    await jobs.stop();
+    const lwt = `/v1/ingest/shelly?token=${device.ingest_token}&device=${device.local_id}&lwt=offline`;
+    expect((await t.http.get(lwt)).status).toBe(200);
+    const job = await database
+      .selectFrom('jobs')
+      .selectAll()
+      .where('kind', '=', 'device_state')
+      .where('payload', 'like', '%"online":false%')
+      .executeTakeFirstOrThrow();
+    // The job's run, and its process dying before the queue marked it done.
+    await webhooks.publishDeviceStates(JSON.parse(job.payload), job.id);
+    // Claimed again (its claim lapsed) and run to the end.
+    for (let i = 0; i < 5; i++) await jobs.drain();
+    const deliveries = await database
+      .selectFrom('webhook_deliveries')
+      .select('id')
+      .where('type', '=', 'device.offline')
+      .execute();
+    expect(deliveries).toHaveLength(1);
+  });
 });
