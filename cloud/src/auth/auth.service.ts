@@ -8,7 +8,7 @@ import { RateLimited, Unauthenticated } from '../errors.ts';
 import type { JobQueue } from '../jobs/job-queue.ts';
 import { MAIL_JOB, type MailJob } from '../mail/mail-job.ts';
 import type { RateLimiter } from '../limits/rate-limiter.ts';
-import type { Db } from '../storage/database.ts';
+import { isUniqueViolation, type Db } from '../storage/database.ts';
 import type { AuthRepository, LoginCodeRow, SessionRow } from './auth.repository.ts';
 import { hashSecret } from './secrets.ts';
 import { addressBudget } from '../http/client-address.ts';
@@ -118,24 +118,28 @@ export class AuthService {
       browser_hash: browserSecret === null ? null : hashSecret(browserSecret),
     };
     const link = `${config.baseUrl}/app/auth/callback?t=${linkToken}`;
-    await db.transaction().execute(async (trx) => {
-      await auth.invalidateIssuedCodes(trx, email);
-      await auth.insertCode(trx, row);
-      await jobs.enqueue(trx, MAIL_JOB, {
-        to: email,
-        subject: `Your sign-in code: ${formatCode(code)}`,
-        text: [
-          `Your sign-in code is ${formatCode(code)}`,
-          '',
-          'Enter it on the sign-in page, or open this link in the same browser:',
-          link,
-          '',
-          'The code and the link work once, for 10 minutes. If you did not ask to sign in, ignore this mail.',
-        ].join('\n'),
-        secrets: [formatCode(code), linkToken],
-        send_by: row.expires_at,
-      } satisfies MailJob);
-    });
+    // One issued code per e-mail (a unique index): a request that meets another's code committed
+    // meanwhile fails on the index and runs again, invalidating that code in its turn.
+    await retryOnUniqueViolation(() =>
+      db.transaction().execute(async (trx) => {
+        await auth.invalidateIssuedCodes(trx, email);
+        await auth.insertCode(trx, row);
+        await jobs.enqueue(trx, MAIL_JOB, {
+          to: email,
+          subject: `Your sign-in code: ${formatCode(code)}`,
+          text: [
+            `Your sign-in code is ${formatCode(code)}`,
+            '',
+            'Enter it on the sign-in page, or open this link in the same browser:',
+            link,
+            '',
+            'The code and the link work once, for 10 minutes. If you did not ask to sign in, ignore this mail.',
+          ].join('\n'),
+          secrets: [formatCode(code), linkToken],
+          send_by: row.expires_at,
+        } satisfies MailJob);
+      }),
+    );
     jobs.kick();
   }
 
@@ -312,4 +316,18 @@ function sessionEnd(config: Config, createdAt: number): number {
 
 function codeInvalid(): Unauthenticated {
   return new Unauthenticated('code_invalid', 'the code is wrong, expired or already used; request a new one');
+}
+
+/**
+ * Runs `work` again when it failed on a unique index another commit took first: each round lets one
+ * of the requests at the same moment through, and an e-mail has at most 5 requests in 10 minutes.
+ */
+async function retryOnUniqueViolation<T>(work: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await work();
+    } catch (err) {
+      if (!isUniqueViolation(err) || attempt >= 9) throw err;
+    }
+  }
 }

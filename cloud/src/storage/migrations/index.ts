@@ -17,6 +17,7 @@ import { cluster } from './0015_cluster.ts';
 import { signInBrowser } from './0016_sign_in_browser.ts';
 import { reportRecipients } from './0017_report_recipients.ts';
 import { installationSecret } from './0018_installation_secret.ts';
+import { oneIssuedCode } from './0019_one_issued_code.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
@@ -43,4 +44,5 @@ export const MIGRATIONS: readonly Migration[] = [
   signInBrowser,
   reportRecipients,
   installationSecret,
+  oneIssuedCode,
 ];
