@@ -399,19 +399,33 @@ async function runWithIdempotency(
     send(res, { status: begun.status, body: withRequestId(begun.status, begun.body, req.ctx.requestId) });
     return;
   }
+  // Recording the answer is the last step: when it fails, the client still gets the answer of what
+  // was done (a 503 would tell it to retry a change already made), and the key's claim lapses.
+  const record = async (write: () => Promise<void>) => {
+    try {
+      await write();
+    } catch (err) {
+      req.ctx.log.error({ err }, 'Idempotency-Key: the answer could not be recorded; the claim will lapse');
+    }
+  };
   let reply: Reply | undefined;
   try {
     reply = await route.handler(req, res);
   } catch (err) {
     const apiError = toApiError(err);
-    if (apiError.status >= 500 || apiError.status === 429) await deps.idempotency.release(scope, key);
-    else await deps.idempotency.complete(scope, key, apiError.status, errorBody(apiError, req.ctx.requestId));
+    if (apiError.status >= 500 || apiError.status === 429)
+      await record(() => deps.idempotency.release(scope, key));
+    else
+      await record(() =>
+        deps.idempotency.complete(scope, key, apiError.status, errorBody(apiError, req.ctx.requestId)),
+      );
     throw err;
   }
-  if (!reply || reply.status >= 500) await deps.idempotency.release(scope, key);
-  else if (route.secretInResponse && reply.status < 300)
-    await deps.idempotency.complete(scope, key, reply.status, WITHHELD);
-  else await deps.idempotency.complete(scope, key, reply.status, reply.body ?? null);
+  const answered = reply;
+  if (!answered || answered.status >= 500) await record(() => deps.idempotency.release(scope, key));
+  else if (route.secretInResponse && answered.status < 300)
+    await record(() => deps.idempotency.complete(scope, key, answered.status, WITHHELD));
+  else await record(() => deps.idempotency.complete(scope, key, answered.status, answered.body ?? null));
   send(res, reply, route);
 }
 

@@ -5,6 +5,12 @@ import { isUniqueViolation, type Db } from '../storage/database.ts';
 /** How long a key is remembered (docs/api.md). */
 export const IDEMPOTENCY_TTL_MICROS = 24 * 3600 * 1_000_000;
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 128;
+/**
+ * How long a claimed key without an answer counts as a request still running. Past it, the process
+ * that claimed it died or could not record the answer, and a retry with the key runs again instead
+ * of meeting 409 for the rest of the day. Longer than any request takes.
+ */
+export const IDEMPOTENCY_CLAIM_MICROS = 5 * 60 * 1_000_000;
 
 export type IdempotencyBegin =
   | { kind: 'new' }
@@ -21,7 +27,8 @@ export function fingerprint(method: string, path: string, rawBody: Buffer | null
 /**
  * The `Idempotency-Key` store. A key is claimed before the handler runs (so two concurrent requests
  * with one key cannot both run), completed with the answer, or released when the answer was a
- * server error (so the client's retry runs again).
+ * server error (so the client's retry runs again). A claim left without an answer for
+ * IDEMPOTENCY_CLAIM_MICROS is taken over.
  */
 export class IdempotencyStore {
   constructor(private readonly deps: { db: Db; clock: Clock }) {}
@@ -54,12 +61,14 @@ export class IdempotencyStore {
         .where('key', '=', key)
         .executeTakeFirst();
       if (!row) continue; // released in between: claim it again
-      if (row.expires_at <= now) {
+      const abandoned = row.status === null && row.created_at <= now - IDEMPOTENCY_CLAIM_MICROS;
+      if (row.expires_at <= now || abandoned) {
+        // Only the row read here: a concurrent taker that deleted it and claimed anew keeps its claim.
         await db
           .deleteFrom('idempotency_keys')
           .where('scope', '=', scope)
           .where('key', '=', key)
-          .where('expires_at', '<=', now)
+          .where('created_at', '=', row.created_at)
           .execute();
         continue;
       }
