@@ -75,6 +75,35 @@ export class ReportSchedulesRepository {
     return Number(result.numUpdatedRows) === 1;
   }
 
+  /**
+   * The end of the schedule's latest run: where the period of its next run begins. Undefined before
+   * its first run.
+   */
+  async lastPeriodEnd(db: Db, scheduleId: string): Promise<number | undefined> {
+    const row = await db
+      .selectFrom('report_schedule_runs')
+      .select('period_to')
+      .where('schedule_id', '=', scheduleId)
+      .orderBy('period_to', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return row?.period_to;
+  }
+
+  /**
+   * The time zone of the account's site, also of a deleted one (a deleted site's row keeps it):
+   * the periods of its schedules stay those of that zone. Undefined for no such site.
+   */
+  async siteTimezone(db: Db, accountId: string, siteId: string): Promise<string | undefined> {
+    const row = await db
+      .selectFrom('sites')
+      .select('timezone')
+      .where('id', '=', siteId)
+      .where('account_id', '=', accountId)
+      .executeTakeFirst();
+    return row?.timezone;
+  }
+
   async insertRun(db: Db, run: ScheduleRunRow): Promise<void> {
     await db.insertInto('report_schedule_runs').values(run).execute();
   }

@@ -20,7 +20,14 @@ import type {
   ReportSchedulesRepository,
   ScheduleRunRow,
 } from './report-schedules.repository.ts';
-import { periodEndAfter, periodEndingAt, RUN_DELAY_MICROS, type ScheduleEvery } from './schedule-periods.ts';
+import {
+  nearestPeriodBoundary,
+  periodEndAfter,
+  periodEndingAt,
+  periodLabel,
+  RUN_DELAY_MICROS,
+  type ScheduleEvery,
+} from './schedule-periods.ts';
 
 /** Makes the report of a claimed run (creates it, or finds the one an earlier attempt made). */
 export const SCHEDULE_RUN_JOB = 'report_schedule.run';
@@ -171,11 +178,32 @@ export class ReportSchedules {
   async get(accountId: string, id: string): Promise<ReportScheduleRow> {
     const row = await this.deps.schedules.find(this.deps.db, accountId, id);
     if (!row) throw notFound('report_schedule');
-    return row;
+    return (await this.inCurrentZone([row]))[0]!;
   }
 
   async list(accountId: string, page: PageRequest): Promise<ReportScheduleRow[]> {
-    return this.deps.schedules.list(this.deps.db, accountId, page);
+    return this.inCurrentZone(await this.deps.schedules.list(this.deps.db, accountId, page));
+  }
+
+  /**
+   * The rows with their next period's end at the boundary of the site's current time zone, which is
+   * where the next run ends the period (`claimDueRuns`), also when the site's zone changed after the
+   * row was stored. `next_run_at` is when that run happens: 5 minutes after that end, or the stored
+   * time when that is later (the scheduler finds a schedule by its stored time).
+   */
+  private async inCurrentZone(rows: ReportScheduleRow[]): Promise<ReportScheduleRow[]> {
+    const zones = new Map<string, string>();
+    for (const row of rows) {
+      if (!zones.has(row.site_id)) zones.set(row.site_id, await this.timezoneOf(row));
+    }
+    return rows.map((row) => {
+      const end = nearestPeriodBoundary(
+        row.next_period_end,
+        row.every as ScheduleEvery,
+        zones.get(row.site_id)!,
+      );
+      return { ...row, next_period_end: end, next_run_at: Math.max(row.next_run_at, end + RUN_DELAY_MICROS) };
+    });
   }
 
   /** The recipients' answers of these schedules of one account, for `scheduleView`. */
@@ -237,24 +265,34 @@ export class ReportSchedules {
   }
 
   private async claimDueRuns(): Promise<void> {
-    const { database, db, clock, jobs, sites, schedules, log } = this.deps;
+    const { database, db, clock, jobs, schedules, log } = this.deps;
     const now = clock.nowMicros();
     let claimed = 0;
     for (const schedule of await schedules.due(db, now, TICK_BATCH)) {
-      const site = await sites.find(db, schedule.account_id, schedule.site_id);
-      // A deleted site keeps its time zone in the row; its run fails with a reason (site_not_found).
-      const timezone = site?.timezone ?? 'UTC';
+      const timezone = await this.timezoneOf(schedule);
       const every = schedule.every as ScheduleEvery;
-      const period = periodEndingAt(schedule.next_period_end, every, timezone);
-      const nextEnd = periodEndAfter(schedule.next_period_end, every, timezone);
-      const won = await lockedTransaction(database, NO_LOCK_KEYS, async (trx) => {
+      // `next_period_end` is a boundary in the site's time zone when it was stored; the site's zone
+      // may have changed since. The period ends at the same boundary in the current zone.
+      const end = nearestPeriodBoundary(schedule.next_period_end, every, timezone);
+      if (end + RUN_DELAY_MICROS > now) {
+        // The boundary in the current zone is later: the period has not ended there yet. The
+        // schedule waits for it (the same conditional UPDATE as a claim, so one replica moves it).
+        await schedules.claimRun(db, schedule.id, schedule.next_period_end, {
+          periodEnd: end,
+          runAt: end + RUN_DELAY_MICROS,
+        });
+        continue;
+      }
+      const nextEnd = periodEndAfter(end, every, timezone);
+      const period = await lockedTransaction(database, NO_LOCK_KEYS, async (trx) => {
         if (
           !(await schedules.claimRun(trx, schedule.id, schedule.next_period_end, {
             periodEnd: nextEnd,
             runAt: nextEnd + RUN_DELAY_MICROS,
           }))
         )
-          return false;
+          return null;
+        const period = periodOf(end, await schedules.lastPeriodEnd(trx, schedule.id), every, timezone);
         const run: ScheduleRunRow = {
           id: newId('rsr'),
           schedule_id: schedule.id,
@@ -269,9 +307,9 @@ export class ReportSchedules {
         };
         await schedules.insertRun(trx, run);
         await jobs.enqueue(trx, SCHEDULE_RUN_JOB, { run_id: run.id }, now);
-        return true;
+        return period;
       });
-      if (won) {
+      if (period) {
         claimed += 1;
         log.info(
           { schedule_id: schedule.id, from: formatSeconds(period.from), to: formatSeconds(period.to) },
@@ -280,6 +318,16 @@ export class ReportSchedules {
       }
     }
     if (claimed > 0) jobs.kick();
+  }
+
+  /**
+   * The time zone of the schedule's site, also of a deleted site (its run then fails with
+   * site_not_found); UTC only when the site's row is gone altogether.
+   */
+  private async timezoneOf(schedule: Pick<ReportScheduleRow, 'account_id' | 'site_id'>): Promise<string> {
+    return (
+      (await this.deps.schedules.siteTimezone(this.deps.db, schedule.account_id, schedule.site_id)) ?? 'UTC'
+    );
   }
 
   private async claimMailings(): Promise<void> {
@@ -362,10 +410,10 @@ export class ReportSchedules {
         };
         const report = await reports.get(run.account_id, run.report_id);
         const site = await sites.find(db, run.account_id, report.site_id);
-        const timezone = site?.timezone ?? 'UTC';
+        const timezone = (await schedules.siteTimezone(db, run.account_id, report.site_id)) ?? 'UTC';
         const siteName = site?.name ?? report.site_id;
         const every = (await schedules.findById(db, run.schedule_id))?.every as ScheduleEvery | undefined;
-        const label = periodLabel(run.period_from, every ?? 'month', timezone);
+        const label = periodLabel({ from: run.period_from, to: run.period_to }, every ?? 'month', timezone);
         const span = `${localTime(run.period_from, timezone)} to ${localTime(run.period_to, timezone)} (${timezone})`;
         if (report.state !== 'ready') {
           await mailer.send({
@@ -408,10 +456,28 @@ function footer(stopLink: string): string {
   return `You receive this mail because a report schedule names your address and you agreed to it. To stop these reports: ${stopLink}`;
 }
 
-/** `2026-03` for a month, `2026-W10` for an ISO week, in the site's time zone. */
-function periodLabel(from: number, every: ScheduleEvery, timezone: string): string {
-  const start = DateTime.fromMillis(from / 1000, { zone: timezone });
-  return every === 'month' ? start.toFormat('yyyy-MM') : start.toFormat("kkkk-'W'WW");
+/**
+ * The period of the run that ends at the boundary `end`: from where the schedule's previous run
+ * ended, so that periods neither overlap nor leave a gap when the site's time zone changed in
+ * between (that period is then longer or shorter than a month or week by the change of the UTC
+ * offset). Before the first run, or when the previous run ended elsewhere than at the previous
+ * boundary, the whole month or week before `end` in the current zone.
+ */
+function periodOf(
+  end: number,
+  lastEnd: number | undefined,
+  every: ScheduleEvery,
+  timezone: string,
+): { from: number; to: number } {
+  const whole = periodEndingAt(end, every, timezone);
+  if (
+    lastEnd !== undefined &&
+    lastEnd < end &&
+    nearestPeriodBoundary(lastEnd, every, timezone) === whole.from
+  ) {
+    return { from: lastEnd, to: end };
+  }
+  return whole;
 }
 
 function localTime(micros: number, timezone: string): string {

@@ -1,5 +1,10 @@
 import { describe, expect, it } from '@jest/globals';
-import { periodEndAfter, periodEndingAt } from '../../../cloud/src/report-schedules/schedule-periods.ts';
+import {
+  nearestPeriodBoundary,
+  periodEndAfter,
+  periodEndingAt,
+  periodLabel,
+} from '../../../cloud/src/report-schedules/schedule-periods.ts';
 
 const utc = (iso: string) => Date.parse(iso) * 1000;
 const iso = (micros: number) => new Date(micros / 1000).toISOString();
@@ -31,5 +36,30 @@ describe('schedule periods', () => {
     expect(periodEndAfter(boundary - 1, 'month', 'UTC')).toBe(boundary);
     expect(iso(periodEndAfter(boundary, 'month', 'UTC'))).toBe('2026-07-01T00:00:00.000Z');
     expect(iso(periodEndAfter(boundary, 'week', 'UTC'))).toBe('2026-06-08T00:00:00.000Z'); // 1 June 2026 is a Monday
+  });
+
+  it('begins a first day whose midnight does not exist at 01:00, and ends the month before it there', () => {
+    // America/Asuncion, 1 October 2023: 00:00 -04:00 becomes 01:00 -03:00.
+    const october = periodEndAfter(utc('2023-09-10T12:00:00Z'), 'month', 'America/Asuncion');
+    expect(iso(october)).toBe('2023-10-01T04:00:00.000Z');
+    const november = periodEndAfter(october, 'month', 'America/Asuncion');
+    expect(iso(november)).toBe('2023-11-01T03:00:00.000Z');
+    expect(periodEndingAt(november, 'month', 'America/Asuncion')).toEqual({ from: october, to: november });
+    expect(periodLabel({ from: october, to: november }, 'month', 'America/Asuncion')).toBe('2023-10');
+  });
+
+  it('finds the boundary of another time zone nearest to a stored one', () => {
+    // 1 March 00:00 UTC is 1 March 00:00 in Berlin an hour earlier, not 1 April.
+    expect(iso(nearestPeriodBoundary(utc('2026-03-01T00:00:00Z'), 'month', 'Europe/Berlin'))).toBe(
+      '2026-02-28T23:00:00.000Z',
+    );
+    expect(iso(nearestPeriodBoundary(utc('2026-02-28T23:00:00Z'), 'month', 'UTC'))).toBe(
+      '2026-03-01T00:00:00.000Z',
+    );
+    expect(iso(nearestPeriodBoundary(utc('2026-02-15T11:00:00Z'), 'week', 'America/Los_Angeles'))).toBe(
+      '2026-02-16T08:00:00.000Z',
+    );
+    const boundary = utc('2026-03-31T22:00:00Z');
+    expect(nearestPeriodBoundary(boundary, 'month', 'Europe/Berlin')).toBe(boundary);
   });
 });
