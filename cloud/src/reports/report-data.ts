@@ -15,12 +15,19 @@ import type {
   RuleSegment,
   RuleSnapshot,
 } from './report-input.ts';
+import { reportedChannels } from './report-input.ts';
 import type { ReportRow } from './reports.repository.ts';
 
 type AlertAlarmRow = Tables['alert_events'] & { rule_name: string };
 
 /** The shortest time span read per query (a channel denser than this still gets whole minutes). */
 const MIN_SCAN_WINDOW = 60 * 1_000_000;
+
+/**
+ * The readings a report's series may hold at once (16 bytes each: 64 MiB): a month of 64 one-minute
+ * channels, a whole measurement group, fits, so a monthly report scans each group once.
+ */
+export const MAX_HELD_SAMPLES = 4_194_304;
 
 type DeviceRow = Pick<Tables['devices'], 'id' | 'site_id' | 'name' | 'model' | 'created_at' | 'deleted_at'>;
 type SensorRow = { seq: number } & Pick<
@@ -328,6 +335,8 @@ export interface ReportDataDeps {
   settle?: (seqs: readonly number[]) => Promise<void>;
   /** The head of the account's audit hash chain. */
   auditChainHead: (db: Db, accountId: string) => Promise<ReportInput['auditChainHead']>;
+  /** The readings the series may hold at once (`MAX_HELD_SAMPLES` unless given). */
+  maxHeldSamples?: number;
 }
 
 function snapshot(details: unknown): Partial<RuleSnapshot> {
@@ -360,8 +369,8 @@ function changedFields(
  * Gathers everything the renderer needs for `report` from the database: the site and account, the
  * channels that belonged to the site during the period (a device's moves split its data between
  * sites at `effective_at`; deleted devices are included for their lifetime), the rule in force over
- * time, alarms, silences, threshold changes, recomputes and moves, and `series()`, which reads a
- * channel's measurements group by group.
+ * time, alarms, silences, threshold changes, recomputes and moves, and `series()`, which reads the
+ * measurements of the channels the template draws (`SeriesLoader`).
  */
 export async function gatherReportInput(deps: ReportDataDeps, report: ReportRow): Promise<ReportInput> {
   const { db, data } = deps;
@@ -556,12 +565,18 @@ export async function gatherReportInput(deps: ReportDataDeps, report: ReportRow)
     effectiveAt: m.effective_at,
   }));
 
+  const drawn = new Set(
+    reportedChannels(report.template as ReportInput['report']['template'], channels).map((c) => c.channelId),
+  );
   const loader = new SeriesLoader(
     db,
     data,
-    sensors.map((s) => ({ seq: s.seq, channelId: s.channel_id, intervals: intervals.get(s.device_id)! })),
+    sensors
+      .filter((s) => drawn.has(s.channel_id))
+      .map((s) => ({ seq: s.seq, channelId: s.channel_id, intervals: intervals.get(s.device_id)! })),
     from,
     to,
+    deps.maxHeldSamples,
   );
 
   return {
@@ -594,51 +609,88 @@ interface SeriesChannel {
 }
 
 /**
- * Loads series a measurement group at a time: the first request for a channel reads its group's
- * rows for every report channel of that group in one ordered scan, keeps the others' series until
- * they are asked for, and hands each out once (asked again, the group is read again). A group holds
- * at most 64 channels (storage/layout.ts), which bounds what is held at once.
+ * Loads the series of the channels a template draws, in the order it asks for them, a measurement
+ * group's scan at a time. The first request for a channel reads, in one ordered scan of its group,
+ * that channel and the ones after it in the asking order that share its group, as long as their
+ * readings (counted by the hourly rollups) together with the series already held stay within
+ * `maxHeldSamples`; it keeps those series until they are asked for and hands each out once (asked
+ * again, it is read again). So what is held at once is the series about to be drawn, bounded by
+ * the budget (a single series larger than the budget is read alone), and a group whose drawn
+ * channels fit the budget is scanned once. Channels the template does not draw are never read.
  */
 class SeriesLoader {
-  private readonly byChannel: Map<string, SeriesChannel>;
-  private readonly loaded = new Map<string, ReportSeries>();
+  private readonly position: Map<string, number>;
+  private readonly held = new Map<string, ReportSeries>();
+  private heldSamples = 0;
+  /** Each channel's readings in the period's hours (upper bounds), read on the first load. */
+  private counts: Map<number, number> | undefined;
 
+  /** `channels`: the channels the template draws, in the order it asks for their series. */
   constructor(
     private readonly db: Db,
     private readonly data: ReportDataRepository,
-    private readonly channels: SeriesChannel[],
+    private readonly channels: readonly SeriesChannel[],
     private readonly from: number,
     private readonly to: number,
+    private readonly maxHeldSamples: number = MAX_HELD_SAMPLES,
   ) {
-    this.byChannel = new Map(channels.map((c) => [c.channelId, c]));
+    this.position = new Map(channels.map((c, i) => [c.channelId, i]));
   }
 
   async series(channelId: string): Promise<ReportSeries> {
-    const channel = this.byChannel.get(channelId);
-    if (!channel) return { ts: new Float64Array(0), values: new Float64Array(0) };
-    let found = this.loaded.get(channelId);
+    const at = this.position.get(channelId);
+    if (at === undefined) return { ts: new Float64Array(0), values: new Float64Array(0) };
+    let found = this.held.get(channelId);
     if (!found) {
-      await this.loadGroup(measurementGroup(channel.seq), channelId);
-      found = this.loaded.get(channelId)!;
+      await this.load(at);
+      found = this.held.get(channelId)!;
     }
-    this.loaded.delete(channelId);
+    this.held.delete(channelId);
+    this.heldSamples -= found.ts.length;
     return found;
   }
 
-  private async loadGroup(grp: number, wanted: string): Promise<void> {
-    // The wanted channel, and the group's others not loaded yet.
-    const members = this.channels.filter(
-      (c) => measurementGroup(c.seq) === grp && (c.channelId === wanted || !this.loaded.has(c.channelId)),
+  /** Reads the channel at `at` and those after it that its group's scan can bring within the budget. */
+  private async load(at: number): Promise<void> {
+    this.counts ??= await this.data.readingCounts(
+      this.db,
+      this.channels.map((c) => c.seq),
+      this.from,
+      this.to,
     );
+    const first = this.channels[at]!;
+    const grp = measurementGroup(first.seq);
+    const members = [first];
+    let planned = this.heldSamples + (this.counts.get(first.seq) ?? 0);
+    for (let i = at + 1; i < this.channels.length; i++) {
+      const c = this.channels[i]!;
+      if (measurementGroup(c.seq) !== grp || this.held.has(c.channelId)) continue;
+      const n = this.counts.get(c.seq) ?? 0;
+      if (planned + n > this.maxHeldSamples) break;
+      members.push(c);
+      planned += n;
+    }
+    for (const s of await this.readGroup(grp, members)) {
+      this.held.set(s.channelId, s.series);
+      this.heldSamples += s.series.ts.length;
+    }
+  }
+
+  private async readGroup(
+    grp: number,
+    members: SeriesChannel[],
+  ): Promise<{ channelId: string; series: ReportSeries }[]> {
     const from = Math.min(...members.map((c) => c.intervals[0]!.from));
     const to = Math.max(...members.map((c) => c.intervals[c.intervals.length - 1]!.to));
-    // The hourly rollups count each channel's readings (an upper bound over whole hours), so
-    // each series is allocated once at about its final size.
+    const scanFrom = Math.max(from, this.from);
+    const scanTo = Math.min(to, this.to);
+    // The hourly rollups count each channel's readings over the scanned span (an upper bound over
+    // whole hours), so each series is allocated once at about its final size.
     const counts = await this.data.readingCounts(
       this.db,
       members.map((c) => c.seq),
-      Math.max(from, this.from),
-      Math.min(to, this.to),
+      scanFrom,
+      scanTo,
     );
     const state = new Map(
       members.map((c) => [
@@ -649,8 +701,6 @@ class SeriesLoader {
     // A window at a time, sized from the counts so that each query covers about the readings the
     // database reads well at once (the counts are upper bounds, so usually fewer): what one query
     // answers is held at once, and the series are the only thing that grows with the period.
-    const scanFrom = Math.max(from, this.from);
-    const scanTo = Math.min(to, this.to);
     let expected = 0;
     for (const c of members) expected += counts.get(c.seq) ?? 0;
     const window = Math.max(
@@ -673,6 +723,6 @@ class SeriesLoader {
         },
       );
     }
-    for (const s of state.values()) this.loaded.set(s.channel.channelId, s.series.done());
+    return [...state.values()].map((s) => ({ channelId: s.channel.channelId, series: s.series.done() }));
   }
 }

@@ -14,6 +14,18 @@ export type ReportTemplate = (typeof REPORT_TEMPLATES)[number];
 export const REPORT_LANGUAGES = ['en', 'de', 'fr'] as const;
 export type ReportLanguage = (typeof REPORT_LANGUAGES)[number];
 
+/**
+ * The channels `template` reports, in the order it asks for their series and draws them:
+ * `haccp_monthly` the temperature channels, `channel_summary` every channel. The data gathering
+ * loads the series of these channels only.
+ */
+export function reportedChannels<C extends Pick<ReportChannel, 'kind'>>(
+  template: ReportTemplate,
+  channels: readonly C[],
+): C[] {
+  return channels.filter((c) => template !== 'haccp_monthly' || c.kind === 'temperature');
+}
+
 export interface ReportInput {
   report: {
     id: string;
@@ -47,6 +59,8 @@ export interface ReportInput {
   /**
    * The channel's measurements with `from <= ts < to` taken while its device belonged to this site
    * (a move's `effective_at` splits the data between the old and the new site), ascending by `ts`.
+   * The renderer asks for the channels of `reportedChannels()` once each, in that order; the loader
+   * reads ahead in that order and holds only series still to be asked for.
    */
   series(channelId: string): Promise<ReportSeries>;
 }

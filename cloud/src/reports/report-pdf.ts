@@ -12,7 +12,13 @@ import { DateTime } from 'luxon';
 import PDFDocument from 'pdfkit';
 import { chartColumns, downsample, drawChart, type ChartBand, type Trace } from './report-chart.ts';
 import { ReportText } from './report-i18n.ts';
-import type { ReportAlarm, ReportChannel, ReportInput, RuleSnapshot } from './report-input.ts';
+import {
+  reportedChannels,
+  type ReportAlarm,
+  type ReportChannel,
+  type ReportInput,
+  type RuleSnapshot,
+} from './report-input.ts';
 import { Layout, PAGE, type Column, type Row } from './report-layout.ts';
 import {
   channelStats,
@@ -49,7 +55,7 @@ export async function renderReport(input: ReportInput): Promise<Buffer> {
   const haccp = input.report.template === 'haccp_monthly';
   const title = haccp ? text.t('titleHaccp') : text.t('titleSummary');
 
-  const selected = input.channels.filter((c) => !haccp || c.kind === 'temperature');
+  const selected = reportedChannels(input.report.template, input.channels);
   const reports: ChannelReport[] = [];
   for (const channel of selected) {
     reports.push(await analyseChannel(input, channel));
