@@ -142,7 +142,8 @@ export class Cloud {
 
   /**
    * Housekeeping that keeps the shared tables small (expired keys, rate-limit windows, jobs finished
-   * more than JOB_RETENTION_DAYS ago) and removes measurements past RETENTION_DAYS.
+   * more than JOB_RETENTION_DAYS ago, webhook deliveries finished more than 30 days ago) and removes
+   * measurements past RETENTION_DAYS.
    */
   async runMaintenance(): Promise<void> {
     const { clock, config, jobs } = this.services;
@@ -155,6 +156,7 @@ export class Cloud {
         this.services.log,
       );
       await jobs.pruneFinished(clock.nowMicros() - config.jobRetentionDays * DAY_MICROS);
+      await this.services.webhooks.pruneDeliveries();
     } catch (err) {
       this.services.log.error({ err }, 'maintenance failed');
     }

@@ -82,6 +82,32 @@ export class WebhooksRepository {
       .execute();
   }
 
+  /**
+   * Removes deliveries queued before `before` that are finished (delivered, failed or cancelled),
+   * with their attempts, in batches of `batch`; answers how many. Pending ones are never removed.
+   */
+  async pruneFinished(db: Db, before: number, batch = 1_000): Promise<number> {
+    let removed = 0;
+    for (;;) {
+      const ids = (
+        await db
+          .selectFrom('webhook_deliveries')
+          .select('id')
+          .where('created_at', '<', before)
+          .where('state', '<>', 'pending')
+          .limit(batch)
+          .execute()
+      ).map((r) => r.id);
+      if (ids.length === 0) return removed;
+      await db.transaction().execute(async (trx) => {
+        await trx.deleteFrom('webhook_attempts').where('delivery_id', 'in', ids).execute();
+        await trx.deleteFrom('webhook_deliveries').where('id', 'in', ids).execute();
+      });
+      removed += ids.length;
+      if (ids.length < batch) return removed;
+    }
+  }
+
   /** Newest first. */
   async deliveries(db: Db, webhookId: string, page: PageRequest): Promise<DeliveryRow[]> {
     const q = db.selectFrom('webhook_deliveries').selectAll().where('webhook_id', '=', webhookId);

@@ -11,6 +11,8 @@ import type { Db } from '../storage/database.ts';
 import { checkWebhookHost, parseWebhookUrl } from './url-guard.ts';
 import type { WebhookRow, WebhooksRepository } from './webhooks.repository.ts';
 
+/** How long a finished delivery and its attempts stay listed (`GET /v1/webhooks/{id}/deliveries`). */
+export const DELIVERY_RETENTION_MICROS = 30 * 24 * 3600 * 1_000_000;
 /** Event types a webhook can subscribe to (docs/api/rules.md). */
 export const WEBHOOK_EVENT_TYPES = [
   'alarm.opened',
@@ -180,6 +182,15 @@ export class WebhooksService {
       }
     });
     if (queued > 0) this.kick();
+  }
+
+  /**
+   * Removes finished deliveries (and their attempts) queued more than DELIVERY_RETENTION_MICROS ago:
+   * each keeps its whole message, and an account's deliveries would otherwise grow without end.
+   */
+  pruneDeliveries(): Promise<number> {
+    const { db, clock, webhooks } = this.deps;
+    return webhooks.pruneFinished(db, clock.nowMicros() - DELIVERY_RETENTION_MICROS);
   }
 
   /** After the transaction that published committed: start delivering at once. */

@@ -18,6 +18,7 @@ import { signInBrowser } from './0016_sign_in_browser.ts';
 import { reportRecipients } from './0017_report_recipients.ts';
 import { installationSecret } from './0018_installation_secret.ts';
 import { oneIssuedCode } from './0019_one_issued_code.ts';
+import { webhookDeliveriesCreated } from './0020_webhook_deliveries_created.ts';
 
 /**
  * Versioned, append-only migrations, applied at start on both databases. Never edit a migration that
@@ -45,4 +46,5 @@ export const MIGRATIONS: readonly Migration[] = [
   reportRecipients,
   installationSecret,
   oneIssuedCode,
+  webhookDeliveriesCreated,
 ];
