@@ -203,9 +203,14 @@ class LiveStream {
     if (this.flushTimer || this.ended) return;
     this.flushTimer = setTimeout(() => {
       this.flushTimer = null;
+      // A failed read loses the changes it was to send (their ids are taken): the stream is closed,
+      // so the browser reconnects and, at its `ready`, loads what it shows again.
       this.flushing = this.flushing
         .then(() => this.flush())
-        .catch((err: unknown) => this.deps.log.error({ err }, 'live stream update failed'));
+        .catch((err: unknown) => {
+          this.deps.log.error({ err }, 'live stream update failed; closing the stream so the client reloads');
+          this.close();
+        });
     }, FLUSH_DELAY_MS);
   }
 

@@ -130,6 +130,24 @@ describe.each(DATABASES)('the dashboard stream on %s', (db) => {
     expect(changed.data).toMatchObject({ state: 'ok', ok_max: 6 });
   });
 
+  it('closes the stream when a change cannot be read, so the browser reconnects and reloads', async () => {
+    w = await rulesWorld(db);
+    const mine = await stream(w.user);
+    await mine.waitFor('ready');
+    const { sensors } = w.t.cloud.services;
+    const getMany = sensors.getMany.bind(sensors);
+    let failures = 1;
+    sensors.getMany = (...args) =>
+      failures-- > 0 ? Promise.reject(new Error('connection terminated unexpectedly')) : getMany(...args);
+    await w.send(T0, 3);
+    await mine.whenEnded();
+    expect(mine.events.map((e) => e.event)).not.toContain('sensor');
+    const again = await stream(w.user);
+    await again.waitFor('ready');
+    await w.send(T0 + MINUTE, 4);
+    await again.waitFor('sensor', (s) => s.last_value === 4);
+  });
+
   it('ends the stream when the session signs out, signs out everywhere, or expires', async () => {
     w = await rulesWorld(db, { env: { SESSION_MAX_DAYS: '365' } });
     const cookie = `os_session=${w.user.cookie}`;
