@@ -40,6 +40,12 @@ export interface JobHandler {
    * is claimed again after `lockMs`.
    */
   lockMs?: number;
+  /**
+   * Due jobs of a lower class are claimed first (default 0). Work that waits on someone else's
+   * server (a webhook receiver that takes its 10 s) or takes seconds of CPU (a report) is class 1,
+   * so a burst of it does not hold up an alarm's mail queued behind it.
+   */
+  priority?: number;
 }
 
 /** How long a claim holds without news when neither the handler nor the queue says otherwise. */
@@ -239,6 +245,10 @@ export class JobQueue {
       ),
       sql` `,
     );
+    const priority = sql.join(
+      kinds.map((kind) => sql`WHEN ${kind} THEN ${this.handlers.get(kind)!.priority ?? 0}`),
+      sql` `,
+    );
     const skipLocked = sql.raw(database.dialect === 'postgres' ? 'FOR UPDATE SKIP LOCKED' : '');
     const result = await sql<JobRow>`
       UPDATE jobs SET locked_until = CASE kind ${lockedUntil} END, attempts = attempts + 1
@@ -247,7 +257,7 @@ export class JobQueue {
         WHERE done_at IS NULL AND failed_at IS NULL AND run_at <= ${now}
           AND (locked_until IS NULL OR locked_until < ${now})
           AND kind IN (${sql.join(kinds)})
-        ORDER BY run_at LIMIT 1 ${skipLocked})
+        ORDER BY CASE kind ${priority} END, run_at LIMIT 1 ${skipLocked})
       RETURNING *`.execute(database.db);
     return result.rows[0];
   }

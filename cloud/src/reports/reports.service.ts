@@ -205,6 +205,7 @@ export class ReportsService {
       maxAttempts: MAX_ATTEMPTS,
       retryDelayMs: (attempts) => 5_000 * attempts,
       lockMs: REPORT_LOCK_MS,
+      priority: 1, // seconds of CPU: after mail
       run: (payload, job) => this.render((payload as { report_id: string }).report_id, job),
       // A report whose rendering ends its process each time (out of memory) fails, not queued for ever.
       abandoned: async (payload) => {

@@ -69,6 +69,7 @@ export function post(
  */
 export class WebhookDeliveryJob implements JobHandler {
   readonly maxAttempts = 1_000; // bounded by time (RETRY_WINDOW_MICROS), not by count
+  readonly priority = 1; // after mail: a receiver may take its 10 s
   readonly retryDelayMs = retryDelayMs;
 
   constructor(

@@ -1047,6 +1047,22 @@ describe.each(DATABASES)('storage contract on %s', (kind) => {
       expect(await jobRow(code)).toMatchObject({ failed_at: null, done_at: expect.any(Number) });
     });
 
+    it('claims due jobs of a lower priority class first, each class oldest first', async () => {
+      const clock = new ManualClock(T0);
+      const order: string[] = [];
+      const run: JobHandler['run'] = async (payload) => void order.push((payload as { n: string }).n);
+      const { queue } = queueOn(database, clock, {
+        webhook: { priority: 1, run },
+        mail: { run },
+      });
+      await queue.enqueue(db, 'webhook', { n: 'webhook 1' }, T0 - 20_000_000);
+      await queue.enqueue(db, 'webhook', { n: 'webhook 2' }, T0 - 10_000_000);
+      await queue.enqueue(db, 'mail', { n: 'mail 2' }, T0);
+      await queue.enqueue(db, 'mail', { n: 'mail 1' }, T0 - 1_000_000);
+      await queue.drain();
+      expect(order).toEqual(['mail 1', 'mail 2', 'webhook 1', 'webhook 2']);
+    });
+
     it('runs each job exactly once when two processes drain one database at the same time', async () => {
       const clock = new ManualClock(T0);
       const again = await openAgain();
