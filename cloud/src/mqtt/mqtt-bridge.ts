@@ -63,6 +63,8 @@ export const BRIDGE_SESSION_SECONDS = 3600;
  * downlinks (which expire after IDENTIFY_SECONDS anyway) for a day at most.
  */
 export const MAX_SESSION_SECONDS = 86_400;
+/** How often the server certificate's end is looked at (it is renewed 30 days before it). */
+const RENEW_CHECK_MS = 24 * 3600 * 1000;
 /**
  * How often live connections are checked against revocations (a revocation normally arrives at
  * once through the hub; this catches one sent while the notify channel was down) and their presence
@@ -149,6 +151,7 @@ export class MqttBridge implements BridgeConnections {
   private cluster: ClusterPieces | null = null;
   private server: tls.Server | null = null;
   private sweep: NodeJS.Timeout | null = null;
+  private renewal: NodeJS.Timeout | null = null;
   private stopping: Promise<void> | null = null;
   /** PUBLISH packets received from authenticated bridges since start (read by `GET /metrics`). */
   messagesReceived = 0;
@@ -261,21 +264,7 @@ export class MqttBridge implements BridgeConnections {
     broker.on('connectionError', (_client, err) => log.debug({ err: err.message }, 'MQTT connection error'));
     this.broker = broker;
 
-    const { certPem, keyPem } = pki.serverPair;
-    const server = tls.createServer(
-      {
-        requestCert: true,
-        rejectUnauthorized: true,
-        ca: [pki.caPem],
-        cert: certPem,
-        key: keyPem,
-        minVersion: 'TLSv1.2',
-        maxVersion: 'TLSv1.3',
-        ciphers: BRIDGE_CIPHERS,
-        honorCipherOrder: true,
-      },
-      (socket) => broker.handle(socket),
-    );
+    const server = tls.createServer(this.tlsContext(), (socket) => broker.handle(socket));
     server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: tls.TLSSocket) =>
       log.info(
         { code: err.code, remote: socket.remoteAddress, err: err.message },
@@ -292,7 +281,46 @@ export class MqttBridge implements BridgeConnections {
     this.server = server;
     this.sweep = setInterval(() => void this.sweepConnections(), SWEEP_MS);
     this.sweep.unref();
+    this.renewal = setInterval(() => void this.renewServerCertificate(), RENEW_CHECK_MS);
+    this.renewal.unref();
     log.info({ port: this.port, clustered: cluster !== null }, 'MQTT bridge listening');
+  }
+
+  /** The TLS settings of the listener, with the server certificate the PKI holds now. */
+  private tlsContext(): tls.SecureContextOptions & tls.TlsOptions {
+    const { pki } = this.deps;
+    const { certPem, keyPem } = pki.serverPair;
+    return {
+      requestCert: true,
+      rejectUnauthorized: true,
+      ca: [pki.caPem],
+      cert: certPem,
+      key: keyPem,
+      minVersion: 'TLSv1.2',
+      maxVersion: 'TLSv1.3',
+      ciphers: BRIDGE_CIPHERS,
+      honorCipherOrder: true,
+    };
+  }
+
+  /**
+   * Renews the server certificate as it nears its end and serves the new one to the next
+   * handshakes (open connections keep theirs): a process running past the certificate's end would
+   * otherwise serve an expired one, which every bridge refuses. Run daily; a failure is logged and
+   * tried again the next day, weeks before the end.
+   */
+  async renewServerCertificate(): Promise<boolean> {
+    const server = this.server;
+    if (!server) return false;
+    try {
+      if (!(await this.deps.pki.renewServer())) return false;
+    } catch (err) {
+      this.deps.log.error({ err }, 'MQTT server certificate renewal failed; tried again tomorrow');
+      return false;
+    }
+    server.setSecureContext(this.tlsContext());
+    this.deps.log.info('MQTT server certificate renewed: new connections get the new one');
+    return true;
   }
 
   /** MQTT connections of authenticated bridges now open (read by `GET /metrics`). */
@@ -318,6 +346,7 @@ export class MqttBridge implements BridgeConnections {
 
   private async shutdown(): Promise<void> {
     if (this.sweep) clearInterval(this.sweep);
+    if (this.renewal) clearInterval(this.renewal);
     const server = this.server;
     const closed = server ? new Promise<void>((resolve) => server.close(() => resolve())) : Promise.resolve();
     if (this.broker) {

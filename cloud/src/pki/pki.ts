@@ -100,6 +100,20 @@ export class BridgePki {
     }
   }
 
+  /**
+   * Issues the server certificate again when it nears its end (or takes the one another replica
+   * issued meanwhile); answers the pair when it changed, null otherwise. An operator's own
+   * certificate files are the operator's to renew.
+   */
+  async renewServer(): Promise<KeyAndCertificate | null> {
+    const { ca, server } = this.loaded;
+    if (this.deps.config.serverCertFile) return null;
+    const now = await this.sharedServer(ca);
+    if (now.certPem === server.certPem) return null;
+    this.server = now;
+    return now;
+  }
+
   private now(): Date {
     return new Date(Math.floor(this.deps.clock.nowMicros() / 1000));
   }
