@@ -195,7 +195,7 @@ export class MqttBridge implements BridgeConnections {
 
   /** Listens on `port` (0: any free port) with the PKI's server certificate and CA. */
   async start(port: number, host: string): Promise<void> {
-    const { pki, log, redis } = this.deps;
+    const { log, redis } = this.deps;
     const cluster = redis
       ? clusterPieces(redis, (err) => log.error({ err }, 'MQTT bridge: Redis failed'))
       : null;
