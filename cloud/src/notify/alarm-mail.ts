@@ -31,9 +31,15 @@ function withUnit(value: number, unit: string): string {
   return unit === 'boolean' ? String(value) : `${value} ${unit}`;
 }
 
+/**
+ * A boolean sensor (a leak sensor: 1 wet, 0 dry) is in alarm because it detects what it senses, or
+ * stops detecting it; "above 0" says nothing to the person who must mop the floor.
+ */
 function condition(e: AlarmEventRow, c: AlarmContext): string {
-  if (e.kind === 'threshold_high') return `above ${withUnit(e.ok_max, c.unit)}`;
-  if (e.kind === 'threshold_low') return `below ${withUnit(e.ok_min, c.unit)}`;
+  const boolean = c.unit === 'boolean';
+  if (e.kind === 'threshold_high') return boolean ? 'detected' : `above ${withUnit(e.ok_max, c.unit)}`;
+  if (e.kind === 'threshold_low')
+    return boolean ? 'no longer detected' : `below ${withUnit(e.ok_min, c.unit)}`;
   return 'sending no data';
 }
 
@@ -70,7 +76,7 @@ export function alarmMail(
     lines.push(`The alarm below has ended.`, '');
   }
   const peak =
-    e.peak_value === null
+    e.peak_value === null || c.unit === 'boolean'
       ? ''
       : `, ${e.kind === 'threshold_low' ? 'lowest' : 'highest'} ${withUnit(e.peak_value, c.unit)}`;
   lines.push(
@@ -82,7 +88,9 @@ export function alarmMail(
     lines.push(`Alarm:   ${localTime(e.alarm_at, c.timezone)} (after the grace period)`);
   if (e.ended_at !== null) lines.push(`Ended:   ${localTime(e.ended_at, c.timezone)}`);
   lines.push(
-    `Bounds:  ${withUnit(e.ok_min, c.unit)} to ${withUnit(e.ok_max, c.unit)}`,
+    c.unit === 'boolean'
+      ? `Bounds:  ${e.ok_max === 0 ? 'alarm when detected (1)' : `OK from ${e.ok_min} to ${e.ok_max}`}`
+      : `Bounds:  ${withUnit(e.ok_min, c.unit)} to ${withUnit(e.ok_max, c.unit)}`,
     ...(e.silenced === 1
       ? ['Note:    the alarm began inside a silence window; it is announced because it outlasted it.']
       : []),
