@@ -120,7 +120,7 @@ const IGNORED = new Set([
 
 export interface MappedObject {
   measurements: ValidMeasurement[];
-  /** Why values of known fields were dropped (out of their sanity range). */
+  /** Why values of known fields were dropped (out of their sanity range, or not a number). */
   dropped: string[];
   /** Top-level fields the map does not know. */
   unknown: string[];
@@ -136,15 +136,27 @@ function withChannel(key: string): { meaning: FieldMeaning; channel: string } | 
   return meaning ? { meaning, channel: match[2]! } : null;
 }
 
+/** A decimal number written as text, as many vendors' codecs write their values (`"21.5"`). */
+const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
+
+/**
+ * A known field's value as a number: a number, a boolean (1 or 0) or a decimal in a string; null
+ * when it is none of these (`null` is a codec's "no reading"; anything else is reported dropped).
+ */
 function numeric(value: unknown): number | null {
-  const raw = typeof value === 'boolean' ? (value ? 1 : 0) : value;
-  return typeof raw === 'number' && Number.isFinite(raw) ? raw : null;
+  if (typeof value === 'boolean') return value ? 1 : 0;
+  if (typeof value === 'string' && DECIMAL.test(value.trim())) return Number(value.trim());
+  return typeof value === 'number' && Number.isFinite(value) ? value : null;
 }
 
 export function measurementsFromObject(object: Record<string, unknown>): MappedObject {
   const measurements: ValidMeasurement[] = [];
   const dropped: string[] = [];
   const unknown: string[] = [];
+  /** A known field's value that is not a number: reported, so a codec's wrong output is seen in the log. */
+  const notNumber = (path: string, value: unknown) => {
+    if (value !== null) dropped.push(`${path}: not a number (${JSON.stringify(value)?.slice(0, 40)})`);
+  };
   const add = (path: string, meaning: FieldMeaning, value: number, label?: string) => {
     const scaled = meaning.scale ? Math.round(value * meaning.scale * 1000) / 1000 : value;
     const m: WireMeasurement = { type: meaning.type, value: scaled };
@@ -166,6 +178,7 @@ export function measurementsFromObject(object: Record<string, unknown>): MappedO
       for (const [channel, v] of Object.entries(value as Record<string, unknown>)) {
         const n = numeric(v);
         if (n !== null) add(`${key}.${channel}`, meaning, n, channel);
+        else notNumber(`${key}.${channel}`, v);
       }
       continue;
     }
@@ -174,18 +187,21 @@ export function measurementsFromObject(object: Record<string, unknown>): MappedO
       value.forEach((v, i) => {
         const n = numeric(v);
         if (n !== null) add(`${key}.${i}`, meaning, n, `${meaning.label ?? name}.${i + 1}`);
+        else notNumber(`${key}.${i}`, v);
       });
       continue;
     }
     if (meaning) {
       const n = numeric(value);
       if (n !== null) add(key, meaning, n);
+      else notNumber(key, value);
       continue;
     }
     const channelled = withChannel(key);
     if (channelled) {
       const n = numeric(value);
       if (n !== null) add(key, channelled.meaning, n, channelled.channel);
+      else notNumber(key, value);
       continue;
     }
     const base = /^(.*?)_\d{1,3}$/.exec(key)?.[1];

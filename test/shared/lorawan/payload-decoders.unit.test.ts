@@ -16,6 +16,27 @@ function lines(object: Record<string, unknown> | null): string[] {
   return measurements.map((m) => `${m.kind}/${m.label ?? '-'}=${m.value} ${m.unit}`);
 }
 
+describe("the fields of a network server's decoded object", () => {
+  it('reads numbers a codec wrote as text, and reports other values of known fields as dropped', () => {
+    const mapped = measurementsFromObject({
+      temperature: '21.5',
+      humidity: ' 48 ',
+      battery: 'low',
+      co2: null,
+      temperatureSensor: { '3': '-4.1', '4': 'n/a' },
+    });
+    expect(mapped.measurements.map((m) => `${m.kind}/${m.label ?? '-'}=${m.value}`)).toEqual([
+      'temperature/-=21.5',
+      'humidity/-=48',
+      'temperature/3=-4.1',
+    ]);
+    expect(mapped.dropped).toEqual([
+      'battery: not a number ("low")',
+      'temperatureSensor.4: not a number ("n/a")',
+    ]);
+  });
+});
+
 describe('Cayenne LPP, against the vectors of the LPP reference', () => {
   it('reads two temperature sensors: 03 67 01 10 05 67 00 FF is 27.2 °C on channel 3 and 25.5 °C on channel 5', () => {
     const object = decodeCayenneLpp(hex('03 67 01 10 05 67 00 FF'));
