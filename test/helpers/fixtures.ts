@@ -150,3 +150,18 @@ export function alarmEventRow(
     ...more,
   };
 }
+
+/**
+ * Registers a webhook for `events` (the cloud must allow private addresses: WEBHOOK_ALLOW_PRIVATE);
+ * by default at a loopback port nothing listens on, for tests of what is queued, not delivered.
+ */
+export async function createWebhook(
+  t: TestCloud,
+  token: string,
+  events: string[],
+  url = 'http://127.0.0.1:9/hook',
+): Promise<{ id: string; secret: string }> {
+  const answer = await t.http.post('/v1/webhooks', { url, events }, { token });
+  if (answer.status !== 201) throw new Error(`POST /v1/webhooks: ${answer.status} ${answer.text}`);
+  return answer.json;
+}

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import { ManualClock } from '../../../cloud/src/clock.ts';
 import { signUp, startTestCloud, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
+import { createWebhook } from '../../helpers/fixtures.ts';
 
 const DAY = 24 * 3600 * 1_000_000;
 const NOW = Date.UTC(2026, 10, 2, 9, 0, 0) * 1000;
@@ -14,17 +15,12 @@ describe.each(DATABASES)('webhook deliveries kept 30 days, on %s', (db) => {
   it('removes finished deliveries and their attempts past 30 days, keeps pending and recent ones', async () => {
     t = await startTestCloud({ db, clock: new ManualClock(NOW), env: { WEBHOOK_ALLOW_PRIVATE: 'true' } });
     const user = await signUp(t, 'ops@example.com');
-    const hook = await t.http.post(
-      '/v1/webhooks',
-      { url: 'http://127.0.0.1:9/hook', events: ['device.offline'] },
-      { token: user.token },
-    );
-    expect(hook.status).toBe(201);
+    const hook = await createWebhook(t, user.token, ['device.offline']);
     const { db: handle } = t.cloud.services;
     const delivery = (id: string, state: 'pending' | 'delivered' | 'failed', age: number) => ({
       id,
       account_id: user.accountId,
-      webhook_id: hook.json.id as string,
+      webhook_id: hook.id,
       type: 'device.offline',
       body: '{}',
       state,

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { signUp, startTestCloud, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES } from '../../helpers/databases.ts';
-import { createDevice, createSite } from '../../helpers/fixtures.ts';
+import { createDevice, createSite, createWebhook } from '../../helpers/fixtures.ts';
 
 /**
  * A device's online/offline flip and the job that turns it into webhooks are committed together:
@@ -56,12 +56,7 @@ describe.each(DATABASES)('device state webhooks on %s', (db) => {
   it('marks the device_state job done with the deliveries it queues: a second run queues none', async () => {
     t = await startTestCloud({ db, env: { WEBHOOK_ALLOW_PRIVATE: 'true' } });
     const user = await signUp(t, 'ops@example.com');
-    const hook = await t.http.post(
-      '/v1/webhooks',
-      { url: 'http://127.0.0.1:9/hook', events: ['device.offline'] },
-      { token: user.token },
-    );
-    expect(hook.status).toBe(201);
+    await createWebhook(t, user.token, ['device.offline']);
     const site = await createSite(t, user.token);
     const device = await createDevice(t, user.token, site.id, { model: 'shelly-ht-gen1' });
     const { jobs, db: database, webhooks } = t.cloud.services;
