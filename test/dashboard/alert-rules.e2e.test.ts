@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { axeViolations, launchBrowser, newContext, screenshot } from '../helpers/browser.ts';
+import { axeViolations, launchBrowser, newContext, screenshot, tokenFor } from '../helpers/browser.ts';
 import { startTestCloud, type TestCloud } from '../helpers/cloud.ts';
 import { DATABASES } from '../helpers/databases.ts';
 import { signInInBrowser } from '../helpers/dashboard.ts';
@@ -10,19 +10,6 @@ import { createDevice, createSite, type CreatedDevice } from '../helpers/fixture
 jest.setTimeout(120_000);
 
 const EMAIL = 'chef@example.com';
-
-/** An admin API token made with the browser's session cookie, for the setup a person would do elsewhere. */
-async function tokenFor(t: TestCloud, context: BrowserContext): Promise<string> {
-  const session = (await context.cookies()).find((c) => c.name === 'os_session');
-  if (!session) throw new Error('no session cookie in the browser');
-  const answer = await t.http.post(
-    '/v1/tokens',
-    { label: 'e2e setup', scope: 'admin' },
-    { cookie: `os_session=${session.value}` },
-  );
-  if (answer.status !== 201) throw new Error(`POST /v1/tokens: ${answer.status} ${answer.text}`);
-  return answer.json.token as string;
-}
 
 /** One temperature reading through the device's own ingest endpoint, as a device sends it. */
 async function ingest(t: TestCloud, device: CreatedDevice, value: number): Promise<void> {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import type { Browser, BrowserContext, Page, Route } from 'playwright-core';
-import { launchBrowser, newContext } from '../helpers/browser.ts';
+import { launchBrowser, newContext, tokenFor } from '../helpers/browser.ts';
 import { startTestCloud, type TestCloud } from '../helpers/cloud.ts';
 import { DATABASES } from '../helpers/databases.ts';
 import { signInInBrowser } from '../helpers/dashboard.ts';
@@ -13,19 +13,6 @@ jest.setTimeout(120_000);
  * What the pages show when the live stream breaks, is refused or comes back, and when a page is
  * left open for a long time: the newest data wins, nothing typed is lost, nothing is missed.
  */
-
-/** An admin API token made with the browser's session cookie, for the setup a person would do elsewhere. */
-async function tokenFor(t: TestCloud, context: BrowserContext): Promise<string> {
-  const session = (await context.cookies()).find((c) => c.name === 'os_session');
-  if (!session) throw new Error('no session cookie in the browser');
-  const answer = await t.http.post(
-    '/v1/tokens',
-    { label: 'e2e setup', scope: 'admin' },
-    { cookie: `os_session=${session.value}` },
-  );
-  if (answer.status !== 201) throw new Error(`POST /v1/tokens: ${answer.status} ${answer.text}`);
-  return answer.json.token as string;
-}
 
 /** One reading through the device's own ingest endpoint, as a device sends it, timed now. */
 async function ingest(

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { TestCloud } from './cloud.ts';
 import { ROOT } from './process.ts';
 
 /**
@@ -71,4 +72,17 @@ export async function axeViolations(page: Page): Promise<AxeViolation[]> {
     }));
   })()`);
   return violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+}
+
+/** An admin API token made with the browser's session cookie, for the setup a person would do elsewhere. */
+export async function tokenFor(t: TestCloud, context: BrowserContext): Promise<string> {
+  const session = (await context.cookies()).find((c) => c.name === 'os_session');
+  if (!session) throw new Error('no session cookie in the browser');
+  const answer = await t.http.post(
+    '/v1/tokens',
+    { label: 'e2e setup', scope: 'admin' },
+    { cookie: `os_session=${session.value}` },
+  );
+  if (answer.status !== 201) throw new Error(`POST /v1/tokens: ${answer.status} ${answer.text}`);
+  return answer.json.token as string;
 }
