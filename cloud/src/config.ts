@@ -15,6 +15,8 @@ const port = digits.transform(Number).pipe(z.number().int().min(0).max(65535));
 const positiveInt = digits.transform(Number).pipe(z.number().int().positive());
 const wholeNumber = digits.transform(Number).pipe(z.number().int().min(0));
 const url = z.url({ protocol: /^https?$/ });
+/** Where the service is reached: links are made by appending paths, so no query or fragment. */
+const baseUrl = url.refine((u) => !u.includes('?') && !u.includes('#'), 'must have no ?query or #fragment');
 /** A span in whole days, at most ten years (the microseconds it makes stay exact numbers). */
 const days = digits.transform(Number).pipe(z.number().int().min(1).max(3650));
 
@@ -23,7 +25,10 @@ const EnvSchema = z.object({
   HOST: z.string().min(1).default('0.0.0.0'),
   MQTT_PORT: port.default(8883),
   MQTT_HOST: z.string().min(1).optional(),
-  MQTT_URL: z.url({ protocol: /^mqtts$/, error: 'must be mqtts://host[:port]' }).optional(),
+  MQTT_URL: z
+    .url({ protocol: /^mqtts$/, error: 'must be mqtts://host[:port]' })
+    .refine((u) => /^mqtts:\/\/[^/:?#]+/.test(u), 'must be mqtts://host[:port], with a host')
+    .optional(),
   MQTT_TLS_HOSTS: z
     .string()
     .regex(/^[a-z0-9.:-]+(,[a-z0-9.:-]+)*$/i, 'must be host names or IP addresses separated by commas')
@@ -42,10 +47,10 @@ const EnvSchema = z.object({
   DATA_DIR: z.string().min(1).default('./data'),
   DATABASE_URL: z
     .string()
-    .regex(/^(postgres(ql)?:\/\/|sqlite:)/, 'must be postgres://... or sqlite:<file>')
+    .regex(/^(postgres(ql)?:\/\/|sqlite:.)/, 'must be postgres://... or sqlite:<file>')
     .optional(),
-  BASE_URL: url.optional(),
-  PUBLIC_BASE_URL: url.optional(),
+  BASE_URL: baseUrl.optional(),
+  PUBLIC_BASE_URL: baseUrl.optional(),
   DASHBOARD_DOMAIN: z
     .string()
     .regex(/^[a-z0-9.-]+$/i, 'must be a bare domain name such as app.example.com')
@@ -57,7 +62,8 @@ const EnvSchema = z.object({
   MAIL_FROM: z.string().min(3).default('Sensor Monitoring <no-reply@localhost>'),
   SIGNUP: z.enum(['open', 'closed']).default('open'),
   SESSION_MAX_DAYS: days.default(30),
-  RETENTION_DAYS: positiveInt.default(730),
+  // At most a hundred years: the cutoff in microseconds stays an exact number, and a PostgreSQL bigint.
+  RETENTION_DAYS: positiveInt.pipe(z.number().max(36_500)).default(730),
   JOB_RETENTION_DAYS: days.default(7),
   JOB_CLAIM_SECONDS: positiveInt.pipe(z.number().max(86_400)).default(300),
   RATE_LIMIT_MODE: z.enum(['enforce', 'warn']).default('enforce'),
@@ -227,6 +233,18 @@ export interface IngestAdmission {
 
 export class ConfigError extends Error {}
 
+/** Variables whose whole value is a secret: never repeated in an error. */
+const SECRET_VARIABLES = new Set(['METRICS_TOKEN']);
+
+/**
+ * A value as a config error may repeat it (stderr, the journal): a URL's password masked, a secret
+ * variable's value not shown at all.
+ */
+function shown(name: string, value: string): string {
+  if (SECRET_VARIABLES.has(name)) return '(not shown)';
+  return value.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/@:]*):[^/@]*@/i, '$1:***@');
+}
+
 /** Parses the environment; a bad value throws a ConfigError whose message is one line naming the variable. */
 export function loadConfig(env: Record<string, string | undefined>): Config {
   // Empty strings mean "unset", as in a shell `FOO= npm start`.
@@ -235,7 +253,9 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const name = String(issue.path[0] ?? 'environment');
-    throw new ConfigError(`invalid ${name}=${JSON.stringify(present[name] ?? '')}: ${issue.message}`);
+    throw new ConfigError(
+      `invalid ${name}=${JSON.stringify(shown(name, present[name] ?? ''))}: ${issue.message}`,
+    );
   }
   const e = parsed.data;
   const dataDir = path.resolve(e.DATA_DIR);

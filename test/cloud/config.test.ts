@@ -214,9 +214,10 @@ describe('loadConfig', () => {
     ['LOG_LEVEL', 'verbose'],
   ])('refuses %s=%s with a one-line message naming the variable', (name, value) => {
     const err = configError({ [name]: value });
+    const shown = name === 'METRICS_TOKEN' ? '(not shown)' : value;
     expect(err.message).not.toContain('\n');
-    expect(err.message.startsWith(`invalid ${name}=${JSON.stringify(value)}: `)).toBe(true);
-    expect(err.message.length).toBeGreaterThan(`invalid ${name}=${JSON.stringify(value)}: `.length);
+    expect(err.message.startsWith(`invalid ${name}=${JSON.stringify(shown)}: `)).toBe(true);
+    expect(err.message.length).toBeGreaterThan(`invalid ${name}=${JSON.stringify(shown)}: `.length);
   });
 });
 
@@ -316,6 +317,28 @@ describe('the derived base URL', () => {
     } finally {
       await t.stop();
     }
+  });
+
+  it('never repeats a password or the metrics token in a config error', () => {
+    const smtp = configError({ SMTP_URL: 'smpt://user:S3cretPw@mail:587' }).message;
+    expect(smtp).toBe('invalid SMTP_URL="smpt://user:***@mail:587": must be smtp://... or smtps://...');
+    const database = configError({ DATABASE_URL: 'mysql://ops:Hunter2@db/x' }).message;
+    expect(database).toMatch(/^invalid DATABASE_URL="mysql:\/\/ops:\*\*\*@db\/x": /);
+    const metrics = configError({ METRICS_TOKEN: 'tok-en' }).message;
+    expect(metrics).toMatch(/^invalid METRICS_TOKEN="\(not shown\)": /);
+    for (const message of [smtp, database, metrics]) expect(message).not.toMatch(/S3cretPw|Hunter2|tok-en/);
+  });
+
+  it('refuses a BASE_URL with a query, an MQTT_URL without a host, an empty sqlite: path, and a retention past a hundred years', () => {
+    expect(configError({ BASE_URL: 'https://x.example/path?q=1' }).message).toMatch(
+      /^invalid BASE_URL=.*no \?query/,
+    );
+    expect(configError({ MQTT_URL: 'mqtts://' }).message).toMatch(/^invalid MQTT_URL=/);
+    expect(configError({ DATABASE_URL: 'sqlite:' }).message).toMatch(/^invalid DATABASE_URL=/);
+    expect(configError({ RETENTION_DAYS: '999999999' }).message).toMatch(/^invalid RETENTION_DAYS=/);
+    expect(loadConfig({ RETENTION_DAYS: '36500', BASE_URL: 'https://x.example/' }).retentionDays).toBe(
+      36_500,
+    );
   });
 
   it('refuses ports that are not plain decimal numbers', () => {
