@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { AuditRepository } from '../cloud/src/audit/audit.repository.ts';
 import { SystemClock } from '../cloud/src/clock.ts';
@@ -25,11 +26,18 @@ Works on the database the cloud is configured with (DATABASE_URL, or DATA_DIR's 
  * the cloud uses, so a hidden sensor leaves every running process's answers at once.
  */
 async function main(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: { all: { type: 'boolean', default: false }, json: { type: 'boolean', default: false } },
-  });
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: { all: { type: 'boolean', default: false }, json: { type: 'boolean', default: false } },
+    });
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
   const [area, command = 'list', target] = positionals;
   if (area !== 'flags' || !['list', 'hide', 'unhide', 'dismiss'].includes(command)) {
     process.stderr.write(`${USAGE}\n`);
@@ -40,6 +48,18 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const config = loadConfig(process.env);
+  // The tool works on the cloud's database, never on a new one: without DATA_DIR (set in the
+  // service's unit, not in the operator's shell) it would make an empty ./data/cloud.db and report
+  // "no open flags" from it.
+  const sqliteFile = config.databaseUrl.startsWith('sqlite:')
+    ? config.databaseUrl.slice('sqlite:'.length)
+    : null;
+  if (sqliteFile !== null && !fs.existsSync(sqliteFile)) {
+    process.stderr.write(
+      `no database at ${sqliteFile}: set DATA_DIR (or DATABASE_URL) as the cloud's service has it\n`,
+    );
+    return 2;
+  }
   const database = await openDatabase(config.databaseUrl);
   try {
     const service = new PublicService({

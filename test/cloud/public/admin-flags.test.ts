@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
 import { promisify } from 'node:util';
 import { signUp, startTestCloud, type SignedIn, type TestCloud } from '../../helpers/cloud.ts';
-import { DATABASES } from '../../helpers/databases.ts';
+import { DATABASES, tempDir } from '../../helpers/databases.ts';
 import { createSite } from '../../helpers/fixtures.ts';
 import { ROOT } from '../../helpers/process.ts';
 import { deviceWith, publish, PUBLIC_ENV, sensorsOf } from './public-helpers.ts';
@@ -128,6 +129,24 @@ describe.each(DATABASES)('npm run admin -- flags on %s', (db) => {
     expect((await listed('--all')).map((f) => f.resolution)).toEqual(['hidden', 'hidden', 'dismissed']);
     expect((await t.http.get(`/api/public/sensors/${balcony}`)).status).toBe(200);
     expect((await admin('flags', 'dismiss', open!.id)).code).toBe(1);
+  });
+
+  it('refuses an unknown option with its usage, and a DATA_DIR without the cloud’s database, creating none', async () => {
+    const option = await admin('flags', '--bogus');
+    expect(option.code).toBe(2);
+    expect(option.stderr).toContain('usage: npm run admin -- flags');
+    const empty = tempDir('sm-admin-');
+    const { stderr } = await run(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', 'flags'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, DATA_DIR: empty },
+    }).then(
+      () => ({ stderr: 'exited 0' }),
+      (err: { code: number; stderr: string }) => ({ stderr: `${err.code} ${err.stderr}` }),
+    );
+    expect(stderr).toBe(
+      `2 no database at ${empty}/cloud.db: set DATA_DIR (or DATABASE_URL) as the cloud's service has it\n`,
+    );
+    expect(fs.readdirSync(empty)).toEqual([]);
   });
 
   it('refuses an unknown sensor and an unknown command', async () => {
