@@ -131,6 +131,7 @@ export class Cloud {
     this.services.alertEngine.start();
     this.maintenance = setInterval(() => void this.runMaintenance(), MAINTENANCE_INTERVAL_MS);
     this.maintenance.unref();
+    this.services.health.markStarted();
     log.info({ url: this.url, database: database.dialect }, 'cloud started');
   }
 

@@ -7,11 +7,18 @@ export interface HealthDeps {
 
 /**
  * What a load balancer asks a replica: is the process alive (`/healthz`), and should it get
- * requests (`/readyz`: the database answers, the schema is current, and the process is not
- * draining for a stop).
+ * requests (`/readyz`: the process has started all it listens with (the MQTT bridge included, which
+ * the balancer routes by the same check), the database answers, the schema is current, and the
+ * process is not draining for a stop).
  */
 export class Health {
   private drainingSince: number | null = null;
+  private started = false;
+
+  /** Everything is listening: `/readyz` may answer 200 from now on. */
+  markStarted(): void {
+    this.started = true;
+  }
 
   constructor(private readonly deps: HealthDeps) {}
 
@@ -27,6 +34,7 @@ export class Health {
   /** Resolves when ready; throws the 503 to answer otherwise. */
   async ready(): Promise<void> {
     if (this.draining) throw new NotReady('the process is stopping');
+    if (!this.started) throw new NotReady('the process is starting');
     let pending: string[];
     try {
       pending = await pendingMigrations(this.deps.db);

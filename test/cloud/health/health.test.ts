@@ -2,6 +2,7 @@ import net from 'node:net';
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { sql } from 'kysely';
+import { Health } from '../../../cloud/src/health/health.service.ts';
 import { signUp, startTestCloud, type TestCloud } from '../../helpers/cloud.ts';
 import { DATABASES, type TestDatabase } from '../../helpers/databases.ts';
 import { eventually } from '../../helpers/eventually.ts';
@@ -41,6 +42,14 @@ describe.each(DATABASES)('health checks (%s)', (db) => {
     const ready = await t.http.get('/readyz');
     expect([ready.status, ready.json]).toEqual([200, { status: 'ready' }]);
     expect(ready.headers.get('cache-control')).toBe('no-store');
+  });
+
+  it('is not ready until the process has started everything it listens with (the MQTT bridge too)', async () => {
+    // A Health as a process holds it between opening its HTTP port and the end of its start.
+    const starting = new Health({ db: t.cloud.services.db });
+    await expect(starting.ready()).rejects.toThrow('the process is starting');
+    starting.markStarted();
+    await expect(starting.ready()).resolves.toBeUndefined();
   });
 
   it('answers /readyz with 503 not_ready while a migration of this build is not applied', async () => {
