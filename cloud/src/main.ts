@@ -1,5 +1,6 @@
 import { Cloud } from './cloud.ts';
 import { ConfigError, loadConfig } from './config.ts';
+import { PkiError } from './pki/pki.ts';
 
 /** `npm start`: the cloud with its embedded defaults (SQLite in ./data, outbox mail). */
 async function main(): Promise<void> {
@@ -40,8 +41,29 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(
-    `cloud failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
-  );
+  process.stderr.write(`${startFailure(err)}\n`);
   process.exit(1);
 });
+
+/**
+ * Why the start failed, in one line naming the settings to look at (the stack too at
+ * LOG_LEVEL=debug or trace): an operator reads it in the journal, where a stack trace of Node's
+ * internals says less than the variable that holds the wrong value.
+ */
+function startFailure(err: unknown): string {
+  if (!(err instanceof Error)) return `cloud failed to start: ${String(err)}`;
+  const e = err as NodeJS.ErrnoException & { code?: string };
+  const look =
+    e.syscall === 'listen' || e.syscall === 'getaddrinfo' || e.code === 'EADDRINUSE'
+      ? 'HOST, PORT, MQTT_HOST, MQTT_PORT'
+      : err instanceof PkiError
+        ? 'PKI_CA_CERT_FILE, PKI_CA_KEY_FILE, MQTT_TLS_CERT_FILE, MQTT_TLS_KEY_FILE'
+        : e.path !== undefined || e.code === 'SQLITE_CANTOPEN'
+          ? "DATA_DIR, DATABASE_URL (and the files' owner and mode)"
+          : e.code === 'ECONNREFUSED' || /^(28|3D|08)/.test(e.code ?? '')
+            ? 'DATABASE_URL'
+            : null;
+  const line = `cloud failed to start: ${e.message.replace(/\s*\n\s*/g, ' ')}${look ? ` (check ${look})` : ''}`;
+  const verbose = ['debug', 'trace'].includes(process.env.LOG_LEVEL ?? '');
+  return verbose && e.stack ? `${line}\n${e.stack}` : line;
+}

@@ -260,6 +260,19 @@ describe('the cloud process', () => {
     expect(cloud.output.stdout).toBe('');
   });
 
+  it('exits 1 with one stderr line naming the settings to check when the start fails', async () => {
+    for (const [env, check] of [
+      [{ HOST: 'not a host' }, 'HOST, PORT'],
+      [{ DATA_DIR: '/etc/passwd/x' }, 'DATA_DIR, DATABASE_URL'],
+    ] as const) {
+      const cloud = startProcess({ PORT: '0', MQTT_PORT: '0', DATA_DIR: tempDir(), ...env });
+      expect(await cloud.exited).toBe(1);
+      const lines = cloud.output.stderr.trimEnd().split('\n');
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(new RegExp(`^cloud failed to start: .*\\(check ${check}`));
+    }
+  });
+
   it('listens on the port the system picks for PORT=0, answers, and exits 0 on SIGTERM', async () => {
     const dataDir = tempDir();
     let cloud: ReturnType<typeof startProcess> | undefined;
