@@ -265,7 +265,10 @@ describe.each(DATABASES)('POST /v1/accounts/me/export on %s', (db) => {
       (await exports.eventsPage(t.cloud.services.db, user.accountId, after, 2)).map((e) => e.id);
     expect(await page(null)).toEqual(['evt_0', 'evt_a']);
     expect(await page([NOW - 200 * MINUTE, 'evt_a'])).toEqual(['evt_b', 'evt_c']);
-    expect(await page([NOW - 100 * MINUTE, 'evt_c'])).toEqual([]);
+    // After evt_c only what the rule engine may open itself (the sensor has been silent since
+    // NOW - 90 min: its no-data alarm), none of the rows written here.
+    const written = new Set(['evt_0', 'evt_a', 'evt_b', 'evt_c', 'evt_gone']);
+    expect((await page([NOW - 100 * MINUTE, 'evt_c'])).filter((id) => written.has(id))).toEqual([]);
   });
 
   it('writes device labels and acknowledgement notes that start like a formula as text, numbers as numbers', async () => {

@@ -327,13 +327,17 @@ describe.each(DATABASES)('storage contract on %s', (kind) => {
       };
     }
 
-    it('finds the newest issued code, by e-mail and by link, and invalidates earlier ones', async () => {
+    it('finds the issued code, by e-mail and by link, holds one per e-mail, and invalidates it', async () => {
       const first = code('a@example.com');
       const second = code('a@example.com', { created_at: T0 + 1 });
       await auth.insertCode(db, first);
+      expect(await auth.findIssuedCodeByLink(db, first.link_hash)).toEqual(first);
+      // One issued code per e-mail (migration 0019): a second is refused until the first goes.
+      await failure(auth.insertCode(db, second));
+      await auth.invalidateIssuedCodes(db, 'a@example.com');
       await auth.insertCode(db, second);
       expect(await auth.latestIssuedCode(db, 'a@example.com')).toEqual(second);
-      expect(await auth.findIssuedCodeByLink(db, first.link_hash)).toEqual(first);
+      expect(await auth.findIssuedCodeByLink(db, first.link_hash)).toBeUndefined();
       await auth.invalidateIssuedCodes(db, 'a@example.com');
       expect(await auth.latestIssuedCode(db, 'a@example.com')).toBeUndefined();
       expect(await auth.findIssuedCodeByLink(db, second.link_hash)).toBeUndefined();
