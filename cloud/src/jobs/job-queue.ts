@@ -58,6 +58,11 @@ function defaultRetryDelayMs(attempts: number): number {
   return Math.min(3_600_000, 1000 * 2 ** attempts);
 }
 
+/** How long a job of `handler`'s waits after its `attempts`-th failed attempt. */
+function retryDelay(handler: JobHandler, attempts: number): number {
+  return (handler.retryDelayMs ?? defaultRetryDelayMs)(attempts);
+}
+
 /**
  * Retries of a message to the outside (a mail, a chat post): 2 s after the first failure, doubling,
  * at most 10 minutes apart, for 24 hours. A mail server down for an afternoon delays an alarm's
@@ -287,7 +292,7 @@ export class JobQueue {
       clearInterval(heartbeat);
       const message = err instanceof Error ? err.message : String(err);
       const now = this.deps.clock.nowMicros();
-      const delayMs = (handler.retryDelayMs ?? defaultRetryDelayMs)(job.attempts);
+      const delayMs = retryDelay(handler, job.attempts);
       const outOfTime =
         handler.retryForMs !== undefined && now + delayMs * 1000 > job.created_at + handler.retryForMs * 1000;
       if (job.attempts >= maxAttempts || outOfTime) {
@@ -316,7 +321,7 @@ export class JobQueue {
     try {
       await handler.abandoned?.(payload, job);
     } catch (err) {
-      const delayMs = (handler.retryDelayMs ?? defaultRetryDelayMs)(attempts);
+      const delayMs = retryDelay(handler, attempts);
       log.warn({ err, retry_in_ms: delayMs }, 'job to be given up: its handler failed to record it');
       await this.finish(job.id, { run_at: this.deps.clock.nowMicros() + delayMs * 1000 });
       return;

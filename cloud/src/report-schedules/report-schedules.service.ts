@@ -410,7 +410,7 @@ export class ReportSchedules {
         };
         const report = await reports.get(run.account_id, run.report_id);
         const site = await sites.find(db, run.account_id, report.site_id);
-        const timezone = (await schedules.siteTimezone(db, run.account_id, report.site_id)) ?? 'UTC';
+        const timezone = await this.timezoneOf({ account_id: run.account_id, site_id: report.site_id });
         const siteName = site?.name ?? report.site_id;
         const every = (await schedules.findById(db, run.schedule_id))?.every as ScheduleEvery | undefined;
         const label = periodLabel({ from: run.period_from, to: run.period_to }, every ?? 'month', timezone);
